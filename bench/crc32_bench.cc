@@ -1,0 +1,233 @@
+// CRC-32 throughput: uroce's variants against zlib and DPDK's rte_net_crc, on the same
+// buffer, in the same run. See README.md for the method.
+#include <benchmark/benchmark.h>
+#include <rte_cpuflags.h>
+#include <rte_eal.h>
+#include <rte_net_crc.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "proto/crc32.h"
+
+namespace uroce::bench {
+namespace {
+
+using proto::Crc32Impl;
+
+constexpr std::array<int64_t, 3> kSizes = {64, 1024, 4096};
+constexpr std::size_t kBufferSize = 4096;
+
+// Every case reads these bytes: 64-byte aligned, random, filled once before any timing.
+alignas(64) std::array<uint8_t, kBufferSize> g_buffer;
+
+void fill_buffer() {
+  std::mt19937_64 rng(20240611);
+  for (auto& b : g_buffer) b = static_cast<uint8_t>(rng());
+}
+
+uint32_t zlib_crc(const uint8_t* p, std::size_t len) {
+  return static_cast<uint32_t>(::crc32(0, p, static_cast<uInt>(len)));
+}
+
+uint32_t dpdk_crc(const uint8_t* p, std::size_t len) {
+  return rte_net_crc_calc(p, static_cast<uint32_t>(len), RTE_NET_CRC32_ETH);
+}
+
+struct DpdkAlg {
+  const char* name;
+  rte_net_crc_alg alg;
+};
+constexpr std::array<DpdkAlg, 3> kDpdkAlgs = {{
+    {"scalar", RTE_NET_CRC_SCALAR},
+    {"sse42", RTE_NET_CRC_SSE42},
+    {"avx512", RTE_NET_CRC_AVX512},
+}};
+
+// rte_net_crc_set_alg(RTE_NET_CRC_AVX512) silently falls back to SSE4.2 unless EAL allows
+// 512-bit SIMD (init_eal passes --force-max-simd-bitwidth=512, so it does) and the CPU has
+// these flags: the test DPDK 22.11 makes (lib/net/rte_net_crc.c), repeated here so the
+// report can say which code ran.
+bool dpdk_avx512_effective() {
+  for (const rte_cpu_flag_t flag : {RTE_CPUFLAG_AVX512F, RTE_CPUFLAG_AVX512BW, RTE_CPUFLAG_AVX512DQ,
+                                    RTE_CPUFLAG_AVX512VL, RTE_CPUFLAG_PCLMULQDQ, RTE_CPUFLAG_VPCLMULQDQ}) {
+    if (rte_cpu_get_flag_enabled(flag) != 1) return false;
+  }
+  return true;
+}
+
+// The timed loop shared by every case: independent calls over the same bytes, so this is
+// throughput (calls may overlap in the out-of-order core), the same for every contender.
+template <typename Fn>
+void run(benchmark::State& state, Fn&& fn) {
+  const auto len = static_cast<std::size_t>(state.range(0));
+  for (auto _ : state) {
+    uint32_t crc = fn(g_buffer.data(), len);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
+}
+
+// Every contender must agree with zlib before anything is timed.
+void verify_or_die() {
+  constexpr std::array<std::size_t, 12> kLengths = {1, 7, 15, 16, 17, 63, 64, 65, 1000, 1024, 4095, 4096};
+  auto check = [](const std::string& who, uint32_t got, uint32_t want, std::size_t len) {
+    if (got != want) {
+      std::fprintf(stderr, "crc32_bench: %s gives 0x%08x for %zu bytes, zlib 0x%08x\n", who.c_str(), got, len, want);
+      std::abort();
+    }
+  };
+  for (const std::size_t len : kLengths) {
+    const uint32_t want = zlib_crc(g_buffer.data(), len);
+    check("uroce active", proto::crc32_ieee(0, g_buffer.data(), len), want, len);
+    for (const Crc32Impl impl : {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul}) {
+      if (!proto::crc32_impl_supported(impl)) continue;
+      check("uroce " + std::string(proto::crc32_impl_name(impl)), proto::crc32_ieee_with(impl, 0, g_buffer.data(), len),
+            want, len);
+    }
+    for (const DpdkAlg& a : kDpdkAlgs) {
+      rte_net_crc_set_alg(a.alg);
+      check(std::string("dpdk ") + a.name, dpdk_crc(g_buffer.data(), len), want, len);
+    }
+  }
+}
+
+void register_benchmarks() {
+  auto sizes = [](benchmark::internal::Benchmark* b) {
+    for (const int64_t size : kSizes) b->Arg(size);
+  };
+  sizes(benchmark::RegisterBenchmark("crc32/uroce_active", [](benchmark::State& state) {
+    state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
+    run(state, [](const uint8_t* p, std::size_t len) { return proto::crc32_ieee(0, p, len); });
+  }));
+  for (const Crc32Impl impl : {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul}) {
+    const std::string name = "crc32/uroce_" + std::string(proto::crc32_impl_name(impl));
+    sizes(benchmark::RegisterBenchmark(name.c_str(), [impl](benchmark::State& state) {
+      if (!proto::crc32_impl_supported(impl)) {
+        state.SkipWithError("not supported on this CPU");
+        return;
+      }
+      run(state, [impl](const uint8_t* p, std::size_t len) { return proto::crc32_ieee_with(impl, 0, p, len); });
+    }));
+  }
+  sizes(benchmark::RegisterBenchmark("crc32/zlib", [](benchmark::State& state) { run(state, zlib_crc); }));
+  for (const DpdkAlg& a : kDpdkAlgs) {
+    const std::string name = std::string("crc32/dpdk_") + a.name;
+    sizes(benchmark::RegisterBenchmark(name.c_str(), [a](benchmark::State& state) {
+      if (a.alg == RTE_NET_CRC_AVX512 && !dpdk_avx512_effective()) state.SetLabel("fell back to SSE4.2");
+      rte_net_crc_set_alg(a.alg);  // process-wide; every DPDK case sets its own
+      run(state, dpdk_crc);
+    }));
+  }
+}
+
+// The report --benchmark_format asks for, unchanged; after a console report, also a
+// table of the medians (or of the single runs, without --benchmark_repetitions) in
+// decimal GB/s, with each contender's ratio to the baselines measured in the same run:
+// zlib and DPDK's fastest algorithm.
+class SummaryReporter : public benchmark::BenchmarkReporter {
+ public:
+  explicit SummaryReporter(benchmark::BenchmarkReporter* display) : display_(display) {}
+
+  bool ReportContext(const Context& context) override { return display_->ReportContext(context); }
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    display_->ReportRuns(runs);
+    for (const Run& run : runs) {
+      const bool median = run.run_type == Run::RT_Aggregate && run.aggregate_name == "median";
+      const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
+      const auto rate = run.counters.find("bytes_per_second");
+      if (run.error_occurred || (!median && !single) || rate == run.counters.end()) continue;
+      if (!rates_.contains(run.run_name.function_name)) order_.push_back(run.run_name.function_name);
+      rates_[run.run_name.function_name][std::stoll(run.run_name.args)] = rate->second.value / 1e9;
+    }
+  }
+
+  void Finalize() override {
+    display_->Finalize();
+    if (dynamic_cast<benchmark::ConsoleReporter*>(display_) == nullptr || order_.empty()) return;
+    const auto& zlib = rates_["crc32/zlib"];
+    const auto& dpdk = rates_["crc32/dpdk_avx512"];
+    std::printf("\nGB/s, median if repeated (1 GB = 1e9 bytes; the G/s above is 2^30) [x zlib, x dpdk_avx512]\n%-22s",
+                "");
+    for (const int64_t size : kSizes) std::printf("%26s", (std::to_string(size) + " B").c_str());
+    std::printf("\n");
+    for (const std::string& name : order_) {
+      std::printf("%-22s", name.c_str());
+      for (const int64_t size : kSizes) {
+        const auto ratio = [&](const std::map<int64_t, double>& base) {
+          const auto it = base.find(size);
+          if (it == base.end() || it->second <= 0) return std::string("    -");
+          char text[16];
+          std::snprintf(text, sizeof(text), "%5.2f", rates_[name][size] / it->second);
+          return std::string(text);
+        };
+        std::printf("%9.2f [%6sx, %5sx]", rates_[name][size], ratio(zlib).c_str(), ratio(dpdk).c_str());
+      }
+      std::printf("\n");
+    }
+    std::fflush(stdout);
+  }
+
+ private:
+  benchmark::BenchmarkReporter* display_;
+  std::vector<std::string> order_;
+  std::map<std::string, std::map<int64_t, double>> rates_;
+};
+
+// rte_net_crc needs EAL, and nothing else of DPDK: no hugepages and a small heap (nothing
+// is allocated), no devices, runtime files or telemetry socket, a per-process file prefix
+// (never collides with another DPDK process), one lcore (EAL pins this thread to core 0,
+// which keeps the timed loops on one core), quiet start-up, and 512-bit SIMD allowed (else
+// RTE_NET_CRC_AVX512 silently falls back to SSE4.2).
+bool init_eal(const char* argv0) {
+  const std::string command_line =
+      "--no-huge -m 64 --no-pci --no-shconf --no-telemetry -l 0 --log-level lib.eal:error "
+      "--force-max-simd-bitwidth=512 --file-prefix uroce-bench-" +
+      std::to_string(getpid());
+  std::vector<std::string> args = {argv0};
+  for (std::size_t at = 0; at < command_line.size();) {
+    const std::size_t space = std::min(command_line.find(' ', at), command_line.size());
+    args.push_back(command_line.substr(at, space - at));
+    at = space + 1;
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0) {
+    std::fprintf(stderr, "crc32_bench: rte_eal_init failed\n");
+    return false;
+  }
+  return true;
+}
+
+int run_main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!init_eal(argv[0])) return 1;
+  fill_buffer();
+  verify_or_die();
+  benchmark::AddCustomContext("uroce_crc32_active", std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
+  benchmark::AddCustomContext("dpdk_avx512_effective", dpdk_avx512_effective() ? "yes" : "no (falls back to SSE4.2)");
+  register_benchmarks();
+  SummaryReporter reporter(benchmark::CreateDefaultDisplayReporter());
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  benchmark::Shutdown();
+  rte_eal_cleanup();
+  return 0;
+}
+
+}  // namespace
+}  // namespace uroce::bench
+
+int main(int argc, char** argv) { return uroce::bench::run_main(argc, argv); }

@@ -1,0 +1,92 @@
+// Dispatch: picks the fastest CRC-32 variant the CPU supports, once.
+#include "proto/crc32.h"
+
+#include <atomic>
+
+#include "proto/crc32_internal.h"
+
+namespace uroce::proto {
+namespace {
+
+using Crc32Fn = uint32_t (*)(uint32_t crc, const void* data, std::size_t len) noexcept;
+
+Crc32Fn function_of(Crc32Impl impl) noexcept {
+  switch (impl) {
+    case Crc32Impl::kVpclmul:
+      return crc32_internal::crc32_vpclmul;
+    case Crc32Impl::kPclmul:
+      return crc32_internal::crc32_pclmul;
+    case Crc32Impl::kPortable:
+      break;
+  }
+  return crc32_internal::crc32_portable;
+}
+
+Crc32Impl best_impl() noexcept {
+  for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul}) {
+    if (crc32_impl_supported(impl)) return impl;
+  }
+  return Crc32Impl::kPortable;
+}
+
+uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexcept;
+
+// What crc32_ieee calls. It starts as resolve_and_run, which picks the variant on the first
+// call and puts it here, so later calls are one load and an indirect jump (no guard check).
+// Racing first calls all store the same pointer, and it points to code, not to data that
+// needs publishing, so relaxed ordering suffices. Constant-initialised: usable from other
+// static initialisers.
+constinit std::atomic<Crc32Fn> active_fn{&resolve_and_run};
+
+uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexcept {
+  const Crc32Fn fn = function_of(best_impl());
+  active_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, data, len);
+}
+
+}  // namespace
+
+uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept {
+  return active_fn.load(std::memory_order_relaxed)(crc, data, len);
+}
+
+uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept {
+  return function_of(impl)(crc, data, len);
+}
+
+bool crc32_impl_supported(Crc32Impl impl) noexcept {
+  // Safe even before static constructors run (the runtime's own initialiser may not have yet).
+  __builtin_cpu_init();
+  switch (impl) {
+    case Crc32Impl::kPortable:
+      return true;
+    case Crc32Impl::kPclmul:
+      return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    case Crc32Impl::kVpclmul:
+      // The flags crc32_vpclmul.cc is compiled with. Both libgcc and compiler-rt report
+      // AVX-512 features only if XCR0 shows the OS saves the opmask and ZMM state.
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("vpclmulqdq") &&
+             __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+  }
+  return false;
+}
+
+Crc32Impl crc32_active_impl() noexcept {
+  static const Crc32Impl kActive = best_impl();
+  return kActive;
+}
+
+std::string_view crc32_impl_name(Crc32Impl impl) noexcept {
+  switch (impl) {
+    case Crc32Impl::kPortable:
+      return "portable";
+    case Crc32Impl::kPclmul:
+      return "pclmul";
+    case Crc32Impl::kVpclmul:
+      return "vpclmul";
+  }
+  return "unknown";
+}
+
+}  // namespace uroce::proto

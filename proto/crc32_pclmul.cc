@@ -1,0 +1,45 @@
+// CRC-32 by PCLMULQDQ folding, 128 bits at a time. Compiled with -mpclmul -msse4.1 only;
+// crc32.cc calls it only on CPUs that have both.
+//
+// Four independent 128-bit accumulators each jump 512 bits ahead per 64-byte step (so the
+// multiplies of one step overlap), then merge into one, absorb the rest 16 bytes at a time,
+// and reduce to 32 bits. The math is in crc32_internal.h.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "proto/crc32_internal.h"
+
+namespace uroce::proto::crc32_internal {
+
+uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (len < 16) return ~portable_update(~crc, p, len);
+  const uint8_t* const end = p + len;
+
+  __m128i x0 = first_block(p, crc);
+  p += 16;
+  if (len >= 64) {
+    __m128i x1 = load_block(p);
+    __m128i x2 = load_block(p + 16);
+    __m128i x3 = load_block(p + 32);
+    p += 48;
+    const __m128i k512 = fold_pair(kFold512Hi, kFold512Lo);
+    while (end - p >= 64) {
+      x0 = _mm_xor_si128(fold(x0, k512), load_block(p));
+      x1 = _mm_xor_si128(fold(x1, k512), load_block(p + 16));
+      x2 = _mm_xor_si128(fold(x2, k512), load_block(p + 32));
+      x3 = _mm_xor_si128(fold(x3, k512), load_block(p + 48));
+      p += 64;
+    }
+    // Each accumulator jumps to the position of the last one, in parallel.
+    const __m128i a =
+        _mm_xor_si128(fold(x0, fold_pair(kFold384Hi, kFold384Lo)), fold(x1, fold_pair(kFold256Hi, kFold256Lo)));
+    const __m128i b = _mm_xor_si128(fold(x2, fold_pair(kFold128Hi, kFold128Lo)), x3);
+    x0 = _mm_xor_si128(a, b);
+  }
+  return finish(x0, p, end);
+}
+
+}  // namespace uroce::proto::crc32_internal
