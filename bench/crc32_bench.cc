@@ -1,11 +1,6 @@
 // CRC-32 throughput: uroce's variants against zlib and DPDK's rte_net_crc, on the same
 // buffer, in the same run. See README.md for the method.
 #include <benchmark/benchmark.h>
-#include <rte_cpuflags.h>
-#include <rte_eal.h>
-#include <rte_net_crc.h>
-#include <unistd.h>
-#include <zlib.h>
 
 #include <algorithm>
 #include <array>
@@ -16,7 +11,14 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <rte_cpuflags.h>
+#include <rte_eal.h>
+#include <rte_net_crc.h>
+#include <unistd.h>
+#include <zlib.h>
 
 #include "proto/crc32.h"
 
@@ -44,16 +46,6 @@ uint32_t dpdk_crc(const uint8_t* p, std::size_t len) {
   return rte_net_crc_calc(p, static_cast<uint32_t>(len), RTE_NET_CRC32_ETH);
 }
 
-struct DpdkAlg {
-  const char* name;
-  rte_net_crc_alg alg;
-};
-constexpr std::array<DpdkAlg, 3> kDpdkAlgs = {{
-    {"scalar", RTE_NET_CRC_SCALAR},
-    {"sse42", RTE_NET_CRC_SSE42},
-    {"avx512", RTE_NET_CRC_AVX512},
-}};
-
 // rte_net_crc_set_alg(RTE_NET_CRC_AVX512) silently falls back to SSE4.2 unless EAL allows
 // 512-bit SIMD (init_eal passes --force-max-simd-bitwidth=512, so it does) and the CPU has
 // these flags: the test DPDK 22.11 makes (lib/net/rte_net_crc.c), repeated here so the
@@ -71,12 +63,48 @@ bool dpdk_avx512_effective() {
 template <typename Fn>
 void run(benchmark::State& state, Fn&& fn) {
   const auto len = static_cast<std::size_t>(state.range(0));
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     uint32_t crc = fn(g_buffer.data(), len);
     benchmark::DoNotOptimize(crc);
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * state.range(0));
 }
+
+void sizes(benchmark::internal::Benchmark* b) {
+  for (const int64_t size : kSizes) b->Arg(size);
+}
+
+// uroce's dispatched entry point, whichever variant it picked.
+void crc32_uroce_active(benchmark::State& state) {
+  state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
+  run(state, [](const uint8_t* p, std::size_t len) { return proto::crc32_ieee(0, p, len); });
+}
+BENCHMARK(crc32_uroce_active)->Apply(sizes);
+
+// One uroce variant, chosen explicitly.
+void crc32_uroce(benchmark::State& state, Crc32Impl impl) {
+  if (!proto::crc32_impl_supported(impl)) {
+    state.SkipWithError("not supported on this CPU");
+    return;
+  }
+  run(state, [impl](const uint8_t* p, std::size_t len) { return proto::crc32_ieee_with(impl, 0, p, len); });
+}
+BENCHMARK_CAPTURE(crc32_uroce, portable, Crc32Impl::kPortable)->Apply(sizes);
+BENCHMARK_CAPTURE(crc32_uroce, pclmul, Crc32Impl::kPclmul)->Apply(sizes);
+BENCHMARK_CAPTURE(crc32_uroce, vpclmul, Crc32Impl::kVpclmul)->Apply(sizes);
+
+void crc32_zlib(benchmark::State& state) { run(state, zlib_crc); }
+BENCHMARK(crc32_zlib)->Apply(sizes);
+
+// DPDK with one algorithm; the choice is process-wide, so every DPDK case sets its own.
+void crc32_dpdk(benchmark::State& state, rte_net_crc_alg alg) {
+  if (alg == RTE_NET_CRC_AVX512 && !dpdk_avx512_effective()) state.SetLabel("fell back to SSE4.2");
+  rte_net_crc_set_alg(alg);
+  run(state, dpdk_crc);
+}
+BENCHMARK_CAPTURE(crc32_dpdk, scalar, RTE_NET_CRC_SCALAR)->Apply(sizes);
+BENCHMARK_CAPTURE(crc32_dpdk, sse42, RTE_NET_CRC_SSE42)->Apply(sizes);
+BENCHMARK_CAPTURE(crc32_dpdk, avx512, RTE_NET_CRC_AVX512)->Apply(sizes);
 
 // Every contender must agree with zlib before anything is timed.
 void verify_or_die() {
@@ -95,39 +123,11 @@ void verify_or_die() {
       check("uroce " + std::string(proto::crc32_impl_name(impl)), proto::crc32_ieee_with(impl, 0, g_buffer.data(), len),
             want, len);
     }
-    for (const DpdkAlg& a : kDpdkAlgs) {
-      rte_net_crc_set_alg(a.alg);
-      check(std::string("dpdk ") + a.name, dpdk_crc(g_buffer.data(), len), want, len);
+    for (const auto& [name, alg] : {std::pair{"scalar", RTE_NET_CRC_SCALAR}, std::pair{"sse42", RTE_NET_CRC_SSE42},
+                                    std::pair{"avx512", RTE_NET_CRC_AVX512}}) {
+      rte_net_crc_set_alg(alg);
+      check(std::string("dpdk ") + name, dpdk_crc(g_buffer.data(), len), want, len);
     }
-  }
-}
-
-void register_benchmarks() {
-  auto sizes = [](benchmark::internal::Benchmark* b) {
-    for (const int64_t size : kSizes) b->Arg(size);
-  };
-  sizes(benchmark::RegisterBenchmark("crc32/uroce_active", [](benchmark::State& state) {
-    state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
-    run(state, [](const uint8_t* p, std::size_t len) { return proto::crc32_ieee(0, p, len); });
-  }));
-  for (const Crc32Impl impl : {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul}) {
-    const std::string name = "crc32/uroce_" + std::string(proto::crc32_impl_name(impl));
-    sizes(benchmark::RegisterBenchmark(name.c_str(), [impl](benchmark::State& state) {
-      if (!proto::crc32_impl_supported(impl)) {
-        state.SkipWithError("not supported on this CPU");
-        return;
-      }
-      run(state, [impl](const uint8_t* p, std::size_t len) { return proto::crc32_ieee_with(impl, 0, p, len); });
-    }));
-  }
-  sizes(benchmark::RegisterBenchmark("crc32/zlib", [](benchmark::State& state) { run(state, zlib_crc); }));
-  for (const DpdkAlg& a : kDpdkAlgs) {
-    const std::string name = std::string("crc32/dpdk_") + a.name;
-    sizes(benchmark::RegisterBenchmark(name.c_str(), [a](benchmark::State& state) {
-      if (a.alg == RTE_NET_CRC_AVX512 && !dpdk_avx512_effective()) state.SetLabel("fell back to SSE4.2");
-      rte_net_crc_set_alg(a.alg);  // process-wide; every DPDK case sets its own
-      run(state, dpdk_crc);
-    }));
   }
 }
 
@@ -156,9 +156,9 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
   void Finalize() override {
     display_->Finalize();
     if (dynamic_cast<benchmark::ConsoleReporter*>(display_) == nullptr || order_.empty()) return;
-    const auto& zlib = rates_["crc32/zlib"];
-    const auto& dpdk = rates_["crc32/dpdk_avx512"];
-    std::printf("\nGB/s, median if repeated (1 GB = 1e9 bytes; the G/s above is 2^30) [x zlib, x dpdk_avx512]\n%-22s",
+    const auto& zlib = rates_["crc32_zlib"];
+    const auto& dpdk = rates_["crc32_dpdk/avx512"];
+    std::printf("\nGB/s, median if repeated (1 GB = 1e9 bytes; the G/s above is 2^30) [x zlib, x DPDK AVX-512]\n%-22s",
                 "");
     for (const int64_t size : kSizes) std::printf("%26s", (std::to_string(size) + " B").c_str());
     std::printf("\n");
@@ -196,12 +196,14 @@ bool init_eal(const char* argv0) {
       "--force-max-simd-bitwidth=512 --file-prefix uroce-bench-" +
       std::to_string(getpid());
   std::vector<std::string> args = {argv0};
+  args.reserve(16);
   for (std::size_t at = 0; at < command_line.size();) {
     const std::size_t space = std::min(command_line.find(' ', at), command_line.size());
     args.push_back(command_line.substr(at, space - at));
     at = space + 1;
   }
   std::vector<char*> argv;
+  argv.reserve(args.size() + 1);
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   if (rte_eal_init(static_cast<int>(args.size()), argv.data()) < 0) {
@@ -219,7 +221,6 @@ int run_main(int argc, char** argv) {
   verify_or_die();
   benchmark::AddCustomContext("uroce_crc32_active", std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
   benchmark::AddCustomContext("dpdk_avx512_effective", dpdk_avx512_effective() ? "yes" : "no (falls back to SSE4.2)");
-  register_benchmarks();
   SummaryReporter reporter(benchmark::CreateDefaultDisplayReporter());
   benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();

@@ -4,10 +4,10 @@
 // Four independent 128-bit accumulators each jump 512 bits ahead per 64-byte step (so the
 // multiplies of one step overlap), then merge into one, absorb the rest 16 bytes at a time,
 // and reduce to 32 bits. The math is in crc32_internal.h.
-#include <immintrin.h>
-
 #include <cstddef>
 #include <cstdint>
+
+#include <immintrin.h>
 
 #include "proto/crc32_internal.h"
 

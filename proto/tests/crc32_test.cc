@@ -2,24 +2,27 @@
 #include "proto/crc32.h"
 
 #include <gtest/gtest.h>
-#include <sys/mman.h>
-#include <unistd.h>
-#include <zlib.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+#include <zlib.h>
 
 namespace uroce::proto {
 namespace {
 
 constexpr std::array<Crc32Impl, 3> kAllImpls = {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul};
 constexpr std::array<std::size_t, 5> kOffsets = {0, 1, 3, 7, 13};
-constexpr std::size_t kMaxLength = 64 * 1024;
+constexpr std::size_t kMaxLength = std::size_t{64} * 1024;
 
 uint32_t zlib_crc(uint32_t crc, const uint8_t* data, std::size_t len) {
   return static_cast<uint32_t>(::crc32(crc, data, static_cast<uInt>(len)));

@@ -1,0 +1,55 @@
+// A QP's prebuilt packet headers (STYLE.md §8).
+//
+// At connect time the Ethernet, IP, UDP and BTH headers that never change for a QP
+// (addresses, ports, P_Key, destination QP) are built once with build_packet().
+// Per packet, stamp() copies them and patches only what changes (lengths, IPv4
+// checksum, opcode, flags, PSN); the caller fills extension headers and payload,
+// then seal() writes the pad and the ICRC.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+#include "proto/packet_builder.h"
+
+namespace uroce::proto {
+
+enum BthFlag : uint8_t {
+  kBthAckReq = 1u << 0,
+  kBthSolicited = 1u << 1,
+};
+
+class PacketTemplate {
+ public:
+  struct Stamped {
+    uint8_t* ext;      // the opcode's extension headers (opcode_info(op).offset_of(h) from here)
+    uint8_t* payload;  // where `payload_length` bytes go
+    std::size_t frame_length;
+  };
+
+  // Prebuilds the headers from `base`; its opcode, PSN, flags and payload are ignored.
+  void init(const PacketSpec& base) noexcept;
+
+  [[nodiscard]] std::size_t frame_length(Opcode op, std::size_t payload_length) const noexcept {
+    return headers_length_ + opcode_info(op).ext_length + payload_length + pad_for(payload_length) + kIcrcSize;
+  }
+
+  // Writes the fixed headers for one packet into `out` (frame_length(op, payload_length) bytes).
+  Stamped stamp(uint8_t* out, Opcode op, std::size_t payload_length, Psn psn, uint8_t bth_flags) const noexcept;
+
+  // Zeroes the pad and writes the ICRC; `stamped` is what stamp() returned.
+  void seal(uint8_t* out, const Stamped& stamped, std::size_t payload_length) const noexcept;
+
+  [[nodiscard]] IpVersion ip_version() const noexcept { return ip_version_; }
+
+ private:
+  static constexpr std::size_t pad_for(std::size_t n) noexcept { return (4 - n % 4) % 4; }
+
+  std::array<uint8_t, Eth::kSize + Vlan::kSize + Ipv6::kSize + Udp::kSize + Bth::kSize> bytes_{};
+  std::size_t headers_length_ = 0;  // through the BTH
+  std::size_t l3_offset_ = 0;
+  IpVersion ip_version_ = IpVersion::kV4;
+};
+
+}  // namespace uroce::proto

@@ -1,0 +1,271 @@
+// RC completer: acknowledgements, READ responses and atomic ACKs retire send WQEs
+// in order; NAKs and timeouts drive go-back-N retransmission (IBTA 9.7.5.2, 9.9).
+#include <algorithm>
+#include <cstring>
+
+#include "proto/rc_qp.h"
+
+namespace uroce::proto {
+
+void RcQp::restart_timer() noexcept {
+  const uint64_t timeout = ack_timeout_ns(attrs_.ack_timeout);
+  retransmit_deadline_ns_ = timeout != 0 && has_outstanding() ? env_->now_ns() + timeout : 0;
+}
+
+uint64_t RcQp::next_deadline_ns() const noexcept {
+  if (rnr_deadline_ns_ != 0) return rnr_deadline_ns_;
+  return retransmit_deadline_ns_;
+}
+
+// Everything up to and including `psn` is acknowledged: retire the WQEs it covers.
+// A READ or atomic it covers whose response never came means that response was
+// lost (rocev2.md §4.5: implied NAK): stop there so the caller can go back to it.
+RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
+  bool progressed = false;
+  AckResult result = AckResult::kProgress;
+  const uint32_t tail = env_->send_queue_tail();
+  // Walk started WQEs, not just those before sq_next_: after a go-back-N rewind an ACK
+  // for packets sent before the rewind still retires them.
+  while (sq_oldest_ != tail) {
+    WqeProgress& pr = progress(sq_oldest_);
+    if (!pr.started || is_before(psn, pr.first_psn)) break;
+    const SendWqe& w = wqe(sq_oldest_);
+    if (is_read_class(w.op)) {
+      result = AckResult::kLostResponse;
+      break;
+    }
+    if (is_before(psn, pr.last_psn)) {  // part of a multi-packet message
+      if (is_before(unacked_psn_, psn + 1)) {
+        unacked_psn_ = psn + 1;
+        progressed = true;
+      }
+      break;
+    }
+    unacked_psn_ = pr.last_psn + 1;
+    complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+    progressed = true;
+  }
+  if (static_cast<int32_t>(sq_next_ - sq_oldest_) < 0) {  // the ACK overtook a rewound send cursor
+    sq_next_ = sq_oldest_;
+    send_offset_ = 0;
+  }
+  if (is_before(next_psn_, unacked_psn_)) {
+    next_psn_ = unacked_psn_;
+    if (sq_next_ == sq_oldest_ && progress(sq_oldest_).started)
+      send_offset_ = static_cast<uint32_t>(distance(unacked_psn_, progress(sq_oldest_).first_psn)) * attrs_.path_mtu;
+  }
+  if (progressed) {
+    retries_left_ = attrs_.retry_count;  // forward progress resets the retry budget
+    retry_pending_ = false;
+    restart_timer();
+  }
+  return result;
+}
+
+void RcQp::on_ack(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  const AethSyndrome syndrome(p.ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome));
+  // An ACK beyond anything we sent is not for us: ignore it.
+  if (!is_before(psn, sent_limit())) return;
+  switch (syndrome.kind()) {
+    case AethKind::kAck:
+      if (acknowledge_through(psn) == AckResult::kLostResponse) on_lost_response();
+      return;
+    case AethKind::kRnrNak:
+      // The responder had no receive WQE for PSN `psn`: wait, then resend from it (IBTA 9.7.5.2.8).
+      ++counters_.rnr_nak_received;
+      if (acknowledge_through(psn - 1) == AckResult::kLostResponse) {
+        on_lost_response();
+        return;
+      }
+      if (attrs_.rnr_retry != 7) {
+        if (rnr_retries_left_ == 0) {
+          ++counters_.rnr_nak_retry_err;
+          enter_error(CompletionStatus::kRnrRetryExceeded);
+          return;
+        }
+        --rnr_retries_left_;
+      }
+      rnr_deadline_ns_ = env_->now_ns() + syndrome.rnr_wait_ns();
+      retransmit_deadline_ns_ = 0;
+      return;
+    case AethKind::kNak:
+      break;
+    case AethKind::kReserved:
+      return;
+  }
+  if (acknowledge_through(psn - 1) == AckResult::kLostResponse) {
+    on_lost_response();
+    return;
+  }
+  if (syndrome.nak_code() == NakCode::kPsnSequenceError) {
+    ++counters_.packet_seq_err;
+    if (!retry_pending_) retry_or_fail(CompletionStatus::kRetryExceeded);
+    return;
+  }
+  ++counters_.req_remote_error;
+  switch (syndrome.nak_code()) {
+    case NakCode::kInvalidRequest: enter_error(CompletionStatus::kRemoteInvalidRequest); break;
+    case NakCode::kRemoteAccessError: enter_error(CompletionStatus::kRemoteAccessError); break;
+    default: enter_error(CompletionStatus::kRemoteOperationalError); break;
+  }
+}
+
+// Writes `data` into the WQE's scatter list at `offset` (READ responses, atomic results).
+void RcQp::scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> data) noexcept {
+  const uint8_t* in = data.data();
+  std::size_t length = data.size();
+  for (unsigned i = 0; i < w.num_sge && length > 0; ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::size_t n = std::min<std::size_t>(s.length - offset, length);
+    std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + offset, in, n);
+    in += n;
+    length -= n;
+    offset = 0;
+  }
+}
+
+void RcQp::on_read_response(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  if (is_before(psn, unacked_psn_) || !is_before(psn, sent_limit())) return;  // duplicate or stray
+  // A response implicitly acknowledges every earlier request (rocev2.md §4.5).
+  if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
+    on_lost_response();
+    return;
+  }
+  const SendWqe& w = wqe(sq_oldest_);
+  WqeProgress& pr = progress(sq_oldest_);
+  if (!pr.started || w.op != WorkOp::kRdmaRead) return;
+  if (psn != unacked_psn_) {  // earlier responses of this READ were lost: ask again for the tail
+    on_lost_response();
+    return;
+  }
+  const uint32_t mtu = attrs_.path_mtu;
+  const auto offset = static_cast<uint32_t>(distance(psn, pr.first_psn)) * mtu;
+  const bool ends = p.info->is(kLast) || p.info->is(kOnly);
+  const uint32_t length = p.payload_length;
+  // Each response but the last carries a full PMTU, and the last ends the READ exactly.
+  if (offset + length > w.length || (ends ? offset + length != w.length : length != mtu)) {
+    enter_error(CompletionStatus::kBadResponse);
+    return;
+  }
+  scatter(w, offset, p.payload());
+  unacked_psn_ = psn + 1;
+  retries_left_ = attrs_.retry_count;
+  retry_pending_ = false;
+  if (ends) {
+    if (sq_next_ == sq_oldest_) {  // the READ was being re-requested and is now whole
+      ++sq_next_;
+      send_offset_ = 0;
+      next_psn_ = pr.last_psn + 1;
+    }
+    complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+  }
+  restart_timer();
+}
+
+void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  if (is_before(psn, unacked_psn_) || !is_before(psn, sent_limit())) return;
+  if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
+    on_lost_response();
+    return;
+  }
+  const SendWqe& w = wqe(sq_oldest_);
+  if (!progress(sq_oldest_).started || !is_atomic(w.op) || progress(sq_oldest_).first_psn != psn) return;
+  uint8_t original[8];
+  const uint64_t value = p.ext<AtomicAckEth>(ExtHeader::kAtomicAckEth).get(AtomicAckEth::original_data);
+  std::memcpy(original, &value, sizeof original);  // host order in local memory, as verbs returns it
+  scatter(w, 0, original);
+  unacked_psn_ = psn + 1;
+  if (sq_next_ == sq_oldest_) {
+    ++sq_next_;
+    next_psn_ = psn + 1;
+  }
+  retries_left_ = attrs_.retry_count;
+  retry_pending_ = false;
+  complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+  restart_timer();
+}
+
+// Go-back-N: resend everything from the oldest unacknowledged PSN (rocev2.md §4.8).
+// WQEs keep their PSN ranges, so the resent packets are the same packets.
+void RcQp::go_back_n() noexcept {
+  if (is_after(next_psn_, resend_limit_psn_)) resend_limit_psn_ = next_psn_;
+  for (uint32_t i = sq_oldest_; static_cast<int32_t>(sq_next_ - i) > 0; ++i) retire_read(progress(i));  // resent later
+  retire_read(progress(sq_next_));
+  sq_next_ = sq_oldest_;
+  packets_since_ack_req_ = 0;
+  const WqeProgress& pr = progress(sq_oldest_);
+  if (sq_oldest_ == env_->send_queue_tail() || !pr.started) {
+    send_offset_ = 0;
+    next_psn_ = unacked_psn_;
+    return;
+  }
+  const auto packets_done = static_cast<uint32_t>(std::max<int32_t>(0, distance(unacked_psn_, pr.first_psn)));
+  send_offset_ = is_atomic(wqe(sq_oldest_).op) ? 0 : packets_done * attrs_.path_mtu;
+  next_psn_ = unacked_psn_;
+  retry_pending_ = true;
+}
+
+// A response or ACK skipped a READ/atomic whose answer never arrived (rocev2.md §4.5).
+// One go-back-N pass answers every such signal until it makes progress; counting each
+// would burn the retry budget on packets that were already on their way.
+void RcQp::on_lost_response() noexcept {
+  ++counters_.implied_nak_seq_err;
+  if (!retry_pending_) retry_or_fail(CompletionStatus::kRetryExceeded);
+}
+
+void RcQp::retry_or_fail(CompletionStatus exhausted) noexcept {
+  // retry_count 7 is seven retries in the IBTA (rxe treats it as infinite; we follow the spec).
+  if (retries_left_ == 0) {
+    ++counters_.retry_exceeded_err;
+    enter_error(exhausted);
+    return;
+  }
+  --retries_left_;
+  go_back_n();
+  restart_timer();
+}
+
+void RcQp::on_timer() noexcept {
+  if (state_ != QpState::kReadyToSend) return;
+  const uint64_t now = env_->now_ns();
+  if (rnr_deadline_ns_ != 0) {
+    if (now < rnr_deadline_ns_) return;
+    rnr_deadline_ns_ = 0;
+    go_back_n();
+    restart_timer();
+    return;
+  }
+  if (retransmit_deadline_ns_ == 0 || now < retransmit_deadline_ns_) return;
+  if (!has_outstanding()) {
+    retransmit_deadline_ns_ = 0;
+    return;
+  }
+  ++counters_.local_ack_timeout_err;
+  retry_pending_ = false;
+  retry_or_fail(CompletionStatus::kRetryExceeded);
+}
+
+void RcQp::on_packet(const ParsedPacket& p) noexcept {
+  if (state_ == QpState::kError || state_ == QpState::kReset || state_ == QpState::kInit) return;
+  if (!pkey_matches(p.bth().get(Bth::pkey), attrs_.pkey) || p.info->transport != Transport::kRc) return;
+  if (p.info->is(kRequest)) {
+    on_request(p);
+    return;
+  }
+  if (state_ != QpState::kReadyToSend) return;
+  switch (p.info->operation) {
+    case Operation::kAcknowledge: on_ack(p); break;
+    case Operation::kRdmaReadResponse: on_read_response(p); break;
+    case Operation::kAtomicAcknowledge: on_atomic_ack(p); break;
+    default: break;
+  }
+}
+
+}  // namespace uroce::proto

@@ -1,0 +1,211 @@
+// An RC queue pair's transport: requester, completer and responder (IBTA ch. 9.7).
+//
+// The three roles live in separate files (rc_requester.cc, rc_completer.cc,
+// rc_responder.cc) but one owner, the engine that owns the QP, runs them one after
+// another (STYLE.md §4): no locks, no tasks kicking each other. Everything outside
+// the protocol — TX buffers, memory keys, receive WQEs, completions, time — goes
+// through RcEnv, so the state machines run unchanged on DPDK engines and in the
+// deterministic simulated network of the tests.
+//
+// Datapath rules: no allocation (buffers are sized at connect()), no exceptions,
+// bounded work per call (the `budget` arguments).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "proto/aeth.h"
+#include "proto/packet_parser.h"
+#include "proto/packet_template.h"
+#include "proto/rc_types.h"
+
+namespace uroce::proto {
+
+// What an RC QP needs from its owner. Implementations are called only from the
+// owning engine's thread.
+class RcEnv {
+ public:
+  // A buffer for one frame of `length` bytes, or nullptr when none is available now
+  // (an empty mempool is backpressure: the caller retries on a later call).
+  virtual uint8_t* tx_begin(std::size_t length) = 0;
+  // Sends the frame tx_begin() returned, now filled in.
+  virtual void tx_commit(std::size_t length) = 0;
+  virtual uint64_t now_ns() = 0;
+  // The memory [addr, addr + length) if `token` is valid in the QP's PD and grants
+  // `access` over all of it, else nullptr. Never called with length 0.
+  virtual uint8_t* resolve_local(LocalToken token, uint64_t addr, uint32_t length, uint32_t access) = 0;
+  virtual uint8_t* resolve_remote(RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) = 0;
+  // Send with Invalidate: invalidates `token` if it may be remotely invalidated.
+  virtual bool invalidate_remote(RemoteToken token) = 0;
+  // The next posted receive WQE (RQ or SRQ), consumed, or nullptr if none (RNR).
+  virtual const RecvWqe* pop_receive() = 0;
+  // Receive WQEs still posted, for the ACK credit field (UINT32_MAX: unlimited/SRQ).
+  virtual uint32_t receive_credits() = 0;
+  // The producer index of the send queue as the application last published it.
+  virtual uint32_t send_queue_tail() = 0;
+  virtual void complete_send(const Completion& c) = 0;
+  virtual void complete_receive(const Completion& c) = 0;
+  // The QP entered the error state: every posted receive completes as flushed.
+  virtual void flush_receives() = 0;
+
+ protected:
+  ~RcEnv() = default;
+};
+
+class RcQp {
+ public:
+  // Moves the QP to RTS with `attrs`. `send_queue` has `sq_size` slots (a power of
+  // two) filled by the application; WQE index i lives in slot i & (sq_size - 1).
+  // Control path: allocates the per-WQE progress array.
+  void connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue,
+               uint32_t sq_size, RcEnv* env);
+
+  // Handles one received packet addressed to this QP (already parsed and
+  // ICRC-checked). Requests go to the responder, responses to the completer.
+  void on_packet(const ParsedPacket& packet) noexcept;
+
+  // Requester: sends up to `budget` packets of posted work, within the PSN, READ and
+  // fence windows. Returns the number of packets sent.
+  unsigned send(unsigned budget) noexcept;
+
+  // Responder: sends up to `budget` queued READ responses / atomic ACKs, then the
+  // coalesced ACK or NAK if nothing is queued before it. Call after each RX burst.
+  unsigned respond(unsigned budget) noexcept;
+
+  // Completer: retransmission and RNR timers. Call when now >= next_deadline_ns().
+  void on_timer() noexcept;
+  // The earliest time on_timer() has work, or 0 if no timer runs.
+  [[nodiscard]] uint64_t next_deadline_ns() const noexcept;
+
+  // Moves the QP to the error state: outstanding and later work completes flushed.
+  void enter_error(CompletionStatus first_status) noexcept;
+
+  [[nodiscard]] QpState state() const noexcept { return state_; }
+  [[nodiscard]] const RcQpAttributes& attributes() const noexcept { return attrs_; }
+  [[nodiscard]] const RcCounters& counters() const noexcept { return counters_; }
+  // The oldest WQE index not yet retired: slots before it may be reused by the
+  // application (the SQ consumer index the owner publishes).
+  [[nodiscard]] uint32_t send_queue_head() const noexcept { return sq_oldest_; }
+  // True while requests are sent but not yet acknowledged or answered.
+  [[nodiscard]] bool has_outstanding() const noexcept { return sq_oldest_ != sq_next_ || send_offset_ != 0; }
+  // True when posted work waits to be sent (it may be held by a window or backpressure).
+  [[nodiscard]] bool has_unsent_work() noexcept {
+    return state_ == QpState::kError ? sq_oldest_ != env_->send_queue_tail() : sq_next_ != env_->send_queue_tail();
+  }
+  // True when the responder has READ responses, atomic ACKs or an ACK/NAK to send.
+  [[nodiscard]] bool has_responses() const noexcept { return resp_head_ != resp_tail_ || ack_pending_; }
+
+ private:
+  // --- requester (rc_requester.cc) ---
+  struct WqeProgress {
+    Psn first_psn{};
+    Psn last_psn{};  // last request PSN (READ: last response PSN)
+    bool started = false;
+    bool counted_in_flight = false;  // READ/atomic: its request is out and counted in reads_in_flight_
+  };
+  [[nodiscard]] const SendWqe& wqe(uint32_t index) const noexcept { return sq_[index & sq_mask_]; }
+  [[nodiscard]] WqeProgress& progress(uint32_t index) noexcept { return progress_[index & sq_mask_]; }
+  [[nodiscard]] uint32_t packets_for(uint32_t length) const noexcept;
+  // One past the highest request PSN ever sent (next_psn_ rewinds on go-back-N).
+  [[nodiscard]] Psn sent_limit() const noexcept {
+    return is_after(next_psn_, resend_limit_psn_) ? next_psn_ : resend_limit_psn_;
+  }
+  bool start_wqe(uint32_t index) noexcept;
+  bool send_packet(const SendWqe& w, WqeProgress& pr) noexcept;
+  void retire_read(WqeProgress& pr) noexcept;
+  void flush_posted() noexcept;
+  void enter_error(CompletionStatus status, uint32_t failing_index) noexcept;
+  void complete_wqe(uint32_t index, CompletionStatus status) noexcept;
+
+  // --- completer (rc_completer.cc) ---
+  enum class AckResult : uint8_t { kProgress, kLostResponse };
+  AckResult acknowledge_through(Psn psn) noexcept;
+  void on_ack(const ParsedPacket& p) noexcept;
+  void on_read_response(const ParsedPacket& p) noexcept;
+  void on_atomic_ack(const ParsedPacket& p) noexcept;
+  void go_back_n() noexcept;
+  void retry_or_fail(CompletionStatus exhausted) noexcept;
+  void on_lost_response() noexcept;
+  void restart_timer() noexcept;
+  void scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> data) noexcept;
+
+  // --- responder (rc_responder.cc) ---
+  enum class Message : uint8_t { kNone, kSend, kWrite };
+  struct Resource {  // a saved READ or atomic, for responses and duplicate replay (IBTA 9.7.5.1.3)
+    Psn first_psn{};
+    Psn last_psn{};
+    bool atomic = false;
+    uint64_t va = 0;
+    RemoteToken rkey{};
+    uint32_t length = 0;
+    const uint8_t* data = nullptr;
+    uint64_t atomic_original = 0;
+  };
+  struct PendingResponse {
+    uint8_t resource;
+    Psn next_psn;
+    uint32_t offset;
+  };
+  void on_request(const ParsedPacket& p) noexcept;
+  void on_duplicate(const ParsedPacket& p) noexcept;
+  bool receive_send(const ParsedPacket& p) noexcept;
+  bool receive_write(const ParsedPacket& p) noexcept;
+  bool receive_read(const ParsedPacket& p) noexcept;
+  bool receive_atomic(const ParsedPacket& p) noexcept;
+  bool take_receive_wqe(Psn psn) noexcept;
+  void queue_response(uint8_t resource, Psn psn, uint32_t offset) noexcept;
+  uint8_t save_resource(const Resource& r) noexcept;
+  bool send_read_response(PendingResponse& pr) noexcept;
+  bool send_atomic_ack(const PendingResponse& pr) noexcept;
+  bool send_ack(Psn psn, AethSyndrome syndrome) noexcept;
+  void request_ack(Psn psn, AethSyndrome syndrome) noexcept;
+  void responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept;
+  [[nodiscard]] AethSyndrome ack_syndrome() const noexcept;
+
+  RcQpAttributes attrs_{};
+  PacketTemplate headers_{};
+  RcEnv* env_ = nullptr;
+  QpState state_ = QpState::kReset;
+  RcCounters counters_{};
+
+  // Requester and completer state. WQE indices are free-running uint32.
+  const SendWqe* sq_ = nullptr;
+  uint32_t sq_mask_ = 0;
+  std::vector<WqeProgress> progress_;
+  uint32_t sq_oldest_ = 0;     // oldest WQE not yet retired
+  uint32_t sq_next_ = 0;       // WQE being (or next to be) sent
+  uint32_t send_offset_ = 0;   // bytes of sq_next_ already sent (READ: already answered)
+  Psn next_psn_{};             // PSN of the next request packet
+  Psn unacked_psn_{};          // oldest PSN not yet acknowledged (or answered)
+  Psn resend_limit_psn_{};     // packets before this PSN were sent before: counted as retransmissions
+  uint32_t packets_since_ack_req_ = 0;
+  uint8_t reads_in_flight_ = 0;
+  uint8_t retries_left_ = 0;
+  uint8_t rnr_retries_left_ = 0;
+  bool retry_pending_ = false;  // a go-back-N pass is in progress: ignore further sequence NAKs for it
+  uint64_t retransmit_deadline_ns_ = 0;
+  uint64_t rnr_deadline_ns_ = 0;
+
+  // Responder state.
+  Psn expected_psn_{};
+  Msn msn_{};
+  bool sequence_nak_sent_ = false;  // one NAK per gap (rocev2.md §4.4)
+  Message in_message_ = Message::kNone;
+  RecvWqe recv_{};                  // the receive WQE of the SEND in progress
+  uint32_t recv_offset_ = 0;
+  uint32_t recv_capacity_ = 0;
+  uint8_t* write_cursor_ = nullptr;
+  uint32_t write_remaining_ = 0;
+  uint32_t write_length_ = 0;
+  std::array<Resource, kMaxResponderResources> resources_{};
+  uint8_t resource_next_ = 0;
+  std::array<PendingResponse, kMaxResponderResources * 2> responses_{};
+  uint32_t resp_head_ = 0;
+  uint32_t resp_tail_ = 0;
+  bool ack_pending_ = false;
+  Psn ack_psn_{};
+  AethSyndrome ack_syndrome_pending_{0x1F};
+
+};
+
+}  // namespace uroce::proto

@@ -1,0 +1,252 @@
+// RC requester: segments posted work into request packets (IBTA 9.7.1-9.7.3).
+#include <algorithm>
+#include <cstring>
+
+#include "proto/rc_qp.h"
+
+namespace uroce::proto {
+
+namespace {
+
+// Requests may have at most 2^23 - 1 PSNs outstanding, or PSN comparison breaks
+// (rocev2.md §4.2). Stay far below: the SQ bounds it in practice anyway.
+constexpr int32_t kMaxOutstandingPsns = 1 << 20;
+
+Opcode send_opcode(const SendWqe& w, bool first, bool last) noexcept {
+  if (first && last) {
+    switch (w.op) {
+      case WorkOp::kSendWithImmediate: return Opcode::kRcSendOnlyWithImmediate;
+      case WorkOp::kSendWithInvalidate: return Opcode::kRcSendOnlyWithInvalidate;
+      case WorkOp::kRdmaWrite: return Opcode::kRcRdmaWriteOnly;
+      case WorkOp::kRdmaWriteWithImmediate: return Opcode::kRcRdmaWriteOnlyWithImmediate;
+      default: return Opcode::kRcSendOnly;
+    }
+  }
+  const bool write = w.op == WorkOp::kRdmaWrite || w.op == WorkOp::kRdmaWriteWithImmediate;
+  if (first) return write ? Opcode::kRcRdmaWriteFirst : Opcode::kRcSendFirst;
+  if (!last) return write ? Opcode::kRcRdmaWriteMiddle : Opcode::kRcSendMiddle;
+  switch (w.op) {
+    case WorkOp::kSendWithImmediate: return Opcode::kRcSendLastWithImmediate;
+    case WorkOp::kSendWithInvalidate: return Opcode::kRcSendLastWithInvalidate;
+    case WorkOp::kRdmaWrite: return Opcode::kRcRdmaWriteLast;
+    case WorkOp::kRdmaWriteWithImmediate: return Opcode::kRcRdmaWriteLastWithImmediate;
+    default: return Opcode::kRcSendLast;
+  }
+}
+
+// Copies `length` bytes starting `offset` bytes into the WQE's gather list.
+void gather(const SendWqe& w, uint32_t offset, uint8_t* out, uint32_t length) noexcept {
+  for (unsigned i = 0; i < w.num_sge && length > 0; ++i) {
+    const Sge& s = w.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = std::min(s.length - offset, length);
+    std::memcpy(out, reinterpret_cast<const uint8_t*>(s.addr) + offset, n);
+    out += n;
+    length -= n;
+    offset = 0;
+  }
+}
+
+}  // namespace
+
+void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue,
+                   uint32_t sq_size, RcEnv* env) {
+  attrs_ = attrs;
+  headers_ = headers;
+  env_ = env;
+  sq_ = send_queue;
+  sq_mask_ = sq_size - 1;
+  progress_.assign(sq_size, WqeProgress{});
+  sq_oldest_ = sq_next_ = env->send_queue_tail();
+  send_offset_ = 0;
+  next_psn_ = unacked_psn_ = resend_limit_psn_ = attrs.send_psn;
+  expected_psn_ = attrs.receive_psn;
+  retries_left_ = attrs.retry_count;
+  rnr_retries_left_ = attrs.rnr_retry;
+  state_ = QpState::kReadyToSend;
+}
+
+uint32_t RcQp::packets_for(uint32_t length) const noexcept {
+  return length == 0 ? 1 : (length + attrs_.path_mtu - 1) / attrs_.path_mtu;
+}
+
+// First transmission of a WQE: check its local keys (IBTA C10-?: local protection
+// errors complete the WR in error) and give it its PSN range.
+bool RcQp::start_wqe(uint32_t index) noexcept {
+  const SendWqe& w = wqe(index);
+  WqeProgress& pr = progress(index);
+  if (!(w.flags & kWqeInline)) {
+    const uint32_t access = w.op == WorkOp::kRdmaRead || is_atomic(w.op) ? uint32_t{kAccessLocalWrite} : 0u;
+    for (unsigned i = 0; i < w.num_sge; ++i) {
+      const Sge& s = w.sge[i];
+      if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, access) == nullptr) {
+        enter_error(CompletionStatus::kLocalProtectionError, index);
+        return false;
+      }
+    }
+  }
+  pr.first_psn = next_psn_;
+  pr.last_psn = next_psn_ + (is_atomic(w.op) ? 0 : packets_for(w.length) - 1);
+  pr.started = true;
+  return true;
+}
+
+unsigned RcQp::send(unsigned budget) noexcept {
+  if (state_ == QpState::kError) {
+    flush_posted();
+    return 0;
+  }
+  if (state_ != QpState::kReadyToSend || rnr_deadline_ns_ != 0) return 0;
+  const uint32_t tail = env_->send_queue_tail();
+  unsigned sent = 0;
+  while (sent < budget && sq_next_ != tail) {
+    const SendWqe& w = wqe(sq_next_);
+    WqeProgress& pr = progress(sq_next_);
+    if (send_offset_ == 0) {
+      // Windows that hold a WQE back before its first packet (IBTA 9.7.5.1.3, 10.8.3.3).
+      if ((w.flags & kWqeReadFence) && reads_in_flight_ > 0) break;
+      if (is_read_class(w.op) && reads_in_flight_ >= attrs_.max_rd_atomic) break;
+      if (distance(next_psn_, unacked_psn_) >= kMaxOutstandingPsns) break;
+      if (!pr.started && !start_wqe(sq_next_)) return sent;
+    }
+    if (!send_packet(w, pr)) {
+      ++counters_.tx_backpressure;
+      break;
+    }
+    ++sent;
+  }
+  if (sent != 0 && retransmit_deadline_ns_ == 0) restart_timer();
+  return sent;
+}
+
+// Sends the next packet of WQE sq_next_ and advances the cursor past it.
+bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
+  const uint32_t mtu = attrs_.path_mtu;
+  uint8_t flags = 0;
+  if (is_read_class(w.op)) {
+    const bool read = w.op == WorkOp::kRdmaRead;
+    const Opcode op = read ? Opcode::kRcRdmaReadRequest
+                           : (w.op == WorkOp::kCompareSwap ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd);
+    uint8_t* out = env_->tx_begin(headers_.frame_length(op, 0));
+    if (out == nullptr) return false;
+    const auto st = headers_.stamp(out, op, 0, next_psn_, 0);
+    const OpcodeInfo& info = opcode_info(op);
+    if (read) {
+      // A retried READ asks only for the part not yet answered (rocev2.md §4.7).
+      const MutView<Reth> reth{st.ext + info.offset_of(ExtHeader::kReth)};
+      reth.set(Reth::va, w.remote_addr + send_offset_);
+      reth.set(Reth::rkey, w.rkey);
+      reth.set(Reth::dma_length, w.length - send_offset_);
+    } else {
+      const MutView<AtomicEth> a{st.ext + info.offset_of(ExtHeader::kAtomicEth)};
+      a.set(AtomicEth::va, w.remote_addr);
+      a.set(AtomicEth::rkey, w.rkey);
+      a.set(AtomicEth::swap_or_add, w.op == WorkOp::kCompareSwap ? w.swap : w.compare_add);
+      a.set(AtomicEth::compare, w.op == WorkOp::kCompareSwap ? w.compare_add : 0);
+    }
+    headers_.seal(out, st, 0);
+    env_->tx_commit(st.frame_length);
+    if (is_before(next_psn_, resend_limit_psn_)) ++counters_.retransmitted_packets;
+    next_psn_ = pr.last_psn + 1;
+    if (!pr.counted_in_flight) {
+      pr.counted_in_flight = true;
+      ++reads_in_flight_;
+    }
+    ++sq_next_;
+    send_offset_ = 0;
+    return true;
+  }
+
+  const bool first = send_offset_ == 0;
+  const uint32_t length = std::min(mtu, w.length - send_offset_);
+  const bool last = send_offset_ + length == w.length;
+  const Opcode op = send_opcode(w, first, last);
+  if (last || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
+    flags |= kBthAckReq;  // rocev2.md §4.3: the last packet, and every N packets
+    packets_since_ack_req_ = 0;
+  }
+  if (last && (w.flags & kWqeSolicited)) flags |= kBthSolicited;
+  uint8_t* out = env_->tx_begin(headers_.frame_length(op, length));
+  if (out == nullptr) return false;
+  const Psn psn = pr.first_psn + send_offset_ / mtu;
+  const auto st = headers_.stamp(out, op, length, psn, flags);
+  const OpcodeInfo& info = opcode_info(op);
+  if (info.carries(ExtHeader::kReth)) {
+    const MutView<Reth> reth{st.ext + info.offset_of(ExtHeader::kReth)};
+    reth.set(Reth::va, w.remote_addr);
+    reth.set(Reth::rkey, w.rkey);
+    reth.set(Reth::dma_length, w.length);
+  }
+  if (info.carries(ExtHeader::kImmDt)) MutView<ImmDt>{st.ext + info.offset_of(ExtHeader::kImmDt)}.set(ImmDt::immediate, w.immediate);
+  if (info.carries(ExtHeader::kIeth))
+    MutView<Ieth>{st.ext + info.offset_of(ExtHeader::kIeth)}.set(Ieth::rkey, w.invalidate_rkey);
+  gather(w, send_offset_, st.payload, length);
+  headers_.seal(out, st, length);
+  env_->tx_commit(st.frame_length);
+  if (is_before(psn, resend_limit_psn_)) ++counters_.retransmitted_packets;
+  next_psn_ = psn + 1;
+  if (last) {
+    ++sq_next_;
+    send_offset_ = 0;
+  } else {
+    send_offset_ += length;
+  }
+  return true;
+}
+
+// The initiator depth counts exactly the READ/atomic requests that are out and
+// unanswered: the responder keeps only max_dest_rd_atomic of them to replay, so
+// exceeding it would make a lost response unrecoverable.
+void RcQp::retire_read(WqeProgress& pr) noexcept {
+  if (pr.counted_in_flight) {
+    pr.counted_in_flight = false;
+    --reads_in_flight_;
+  }
+}
+
+void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept {
+  const SendWqe& w = wqe(index);
+  retire_read(progress(index));
+  progress(index) = WqeProgress{};
+  // SILENT_SUCCESS: unsignaled successes retire without a completion; failures always complete.
+  if (status != CompletionStatus::kSuccess || (w.flags & kWqeSignaled)) {
+    Completion c;
+    c.context = w.context;
+    c.status = status;
+    c.op = w.op;
+    c.byte_length = status == CompletionStatus::kSuccess ? w.length : 0;
+    env_->complete_send(c);
+  }
+}
+
+// In the error state, everything posted completes flushed, in posting order.
+void RcQp::flush_posted() noexcept {
+  const uint32_t tail = env_->send_queue_tail();
+  while (sq_oldest_ != tail) complete_wqe(sq_oldest_++, CompletionStatus::kWorkRequestFlushed);
+  sq_next_ = sq_oldest_;
+  send_offset_ = 0;
+}
+
+void RcQp::enter_error(CompletionStatus status) noexcept { enter_error(status, sq_oldest_); }
+
+// The failing WQE completes with its real status, every other one flushed, all in
+// posting order (IBTA 10.8.3.1; rocev2.md §4.9).
+void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
+  if (state_ == QpState::kError) return;
+  state_ = QpState::kError;
+  const uint32_t tail = env_->send_queue_tail();
+  for (; sq_oldest_ != tail; ++sq_oldest_)
+    complete_wqe(sq_oldest_, sq_oldest_ == failing ? status : CompletionStatus::kWorkRequestFlushed);
+  sq_next_ = sq_oldest_;
+  send_offset_ = 0;
+  env_->flush_receives();
+  retransmit_deadline_ns_ = rnr_deadline_ns_ = 0;
+  resp_head_ = resp_tail_ = 0;
+  ack_pending_ = false;
+  in_message_ = Message::kNone;
+}
+
+}  // namespace uroce::proto

@@ -1,0 +1,437 @@
+// RC responder: validates and executes incoming requests, places data, consumes
+// receive WQEs, and answers with coalesced ACKs, NAKs, READ responses and atomic
+// ACKs (IBTA 9.7.4-9.7.5.1; rocev2.md §4.4-4.7).
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "proto/rc_qp.h"
+
+namespace uroce::proto {
+
+namespace {
+
+bool is_first_or_only(const OpcodeInfo& info) noexcept { return info.is(kFirst) || info.is(kOnly); }
+bool is_last_or_only(const OpcodeInfo& info) noexcept { return info.is(kLast) || info.is(kOnly); }
+
+}  // namespace
+
+AethSyndrome RcQp::ack_syndrome() const noexcept {
+  const uint32_t credits = env_->receive_credits();
+  return credits == UINT32_MAX ? AethSyndrome::ack_unlimited() : AethSyndrome::ack_with_credits(credits);
+}
+
+// Coalesces: a later ACK or NAK replaces an earlier pending one, since each
+// acknowledges everything before its PSN. respond() sends it once no READ response
+// or atomic ACK is queued ahead of it, so acknowledgements leave in PSN order.
+void RcQp::request_ack(Psn psn, AethSyndrome syndrome) noexcept {
+  ack_pending_ = true;
+  ack_psn_ = psn;
+  ack_syndrome_pending_ = syndrome;
+}
+
+bool RcQp::send_ack(Psn psn, AethSyndrome syndrome) noexcept {
+  uint8_t* out = env_->tx_begin(headers_.frame_length(Opcode::kRcAcknowledge, 0));
+  if (out == nullptr) return false;
+  const auto st = headers_.stamp(out, Opcode::kRcAcknowledge, 0, psn, 0);
+  const MutView<Aeth> aeth{st.ext};
+  aeth.set(Aeth::syndrome, syndrome.raw());
+  aeth.set(Aeth::msn, msn_);
+  headers_.seal(out, st, 0);
+  env_->tx_commit(st.frame_length);
+  ++(syndrome.kind() == AethKind::kAck ? counters_.acks_sent : counters_.naks_sent);
+  return true;
+}
+
+// Class B/C errors (IBTA 9.9.3): NAK at once and move the QP to the error state. A
+// receive WQE being filled completes with the local status.
+void RcQp::responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept {
+  (void)send_ack(psn, AethSyndrome::nak(code));
+  if (in_message_ == Message::kSend || local == CompletionStatus::kLocalLengthError) {
+    Completion c;
+    c.context = recv_.context;
+    c.status = local;
+    env_->complete_receive(c);
+  }
+  enter_error(CompletionStatus::kWorkRequestFlushed);
+}
+
+void RcQp::on_request(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  const int32_t d = distance(psn, expected_psn_);
+  if (d > 0) {
+    // Out of sequence: one PSN sequence error NAK per gap, then silence until the
+    // expected PSN arrives (rocev2.md §4.4).
+    ++counters_.out_of_sequence;
+    if (!sequence_nak_sent_) {
+      sequence_nak_sent_ = true;
+      request_ack(expected_psn_, AethSyndrome::nak(NakCode::kPsnSequenceError));
+    }
+    return;
+  }
+  if (d < 0) {
+    on_duplicate(p);
+    return;
+  }
+  const OpcodeInfo& info = *p.info;
+  // Opcode sequence (IBTA 9.7.4.1.2): inside a message only its MIDDLE/LAST may follow.
+  const bool continues = info.is(kMiddle) || info.is(kLast);
+  const Message kind = info.operation == Operation::kSend        ? Message::kSend
+                       : info.operation == Operation::kRdmaWrite ? Message::kWrite
+                                                                 : Message::kNone;
+  if (continues != (in_message_ != Message::kNone) || (continues && kind != in_message_)) {
+    ++counters_.resp_invalid_request;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+    return;
+  }
+  // Per-packet length against our path MTU (rocev2.md §2.4).
+  const uint32_t mtu = attrs_.path_mtu;
+  if (info.is(kPayload) && ((info.is(kFirst) || info.is(kMiddle)) ? p.payload_length != mtu : p.payload_length > mtu)) {
+    ++counters_.resp_invalid_request;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kLocalLengthError);
+    return;
+  }
+  bool accepted = false;
+  switch (info.operation) {
+    case Operation::kSend: accepted = receive_send(p); break;
+    case Operation::kRdmaWrite: accepted = receive_write(p); break;
+    case Operation::kRdmaReadRequest: accepted = receive_read(p); break;
+    case Operation::kCompareSwap:
+    case Operation::kFetchAdd: accepted = receive_atomic(p); break;
+    default:
+      ++counters_.resp_invalid_request;  // FLUSH, ATOMIC_WRITE: not supported
+      responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+      return;
+  }
+  if (!accepted) return;
+  sequence_nak_sent_ = false;
+  if (info.operation == Operation::kSend || info.operation == Operation::kRdmaWrite) {
+    expected_psn_ = psn + 1;
+    if (p.bth().get(Bth::ack_req)) request_ack(psn, ack_syndrome());
+  }
+}
+
+// Takes the receive WQE a SEND or WRITE-with-immediate lands in; none is an RNR NAK
+// that leaves the expected PSN where it is (rocev2.md §4.4 step 4).
+bool RcQp::take_receive_wqe(Psn psn) noexcept {
+  const RecvWqe* r = env_->pop_receive();
+  if (r == nullptr) {
+    ++counters_.rnr_nak_sent;
+    sequence_nak_sent_ = true;  // the rest of the message is out of sequence until the retry
+    request_ack(psn, AethSyndrome::rnr_nak(attrs_.min_rnr_timer));
+    return false;
+  }
+  recv_ = *r;
+  recv_offset_ = 0;
+  recv_capacity_ = 0;
+  for (unsigned i = 0; i < recv_.num_sge; ++i) {
+    const Sge& s = recv_.sge[i];
+    if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, kAccessLocalWrite) == nullptr) {
+      // A bad receive L_Key is the responder's local protection error; the requester sees
+      // a Remote Operational Error (rocev2.md §5).
+      in_message_ = Message::kSend;
+      responder_fail(psn, NakCode::kRemoteOperationalError, CompletionStatus::kLocalProtectionError);
+      return false;
+    }
+    recv_capacity_ += s.length;
+  }
+  return true;
+}
+
+bool RcQp::receive_send(const ParsedPacket& p) noexcept {
+  const OpcodeInfo& info = *p.info;
+  const Psn psn = p.bth().get(Bth::psn);
+  if (is_first_or_only(info)) {
+    if (!take_receive_wqe(psn)) return false;
+    in_message_ = Message::kSend;
+    ++counters_.rx_send_requests;
+  }
+  if (recv_offset_ + p.payload_length > recv_capacity_) {
+    ++counters_.resp_local_length_error;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kLocalLengthError);
+    return false;
+  }
+  // Scatter into the receive WQE.
+  const uint8_t* in = p.payload().data();
+  uint32_t left = p.payload_length;
+  uint32_t offset = recv_offset_;
+  for (unsigned i = 0; i < recv_.num_sge && left > 0; ++i) {
+    const Sge& s = recv_.sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const uint32_t n = std::min(s.length - offset, left);
+    std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + offset, in, n);
+    in += n;
+    left -= n;
+    offset = 0;
+  }
+  recv_offset_ += p.payload_length;
+  if (!is_last_or_only(info)) return true;
+
+  Completion c;
+  c.context = recv_.context;
+  c.byte_length = recv_offset_;
+  c.op = WorkOp::kSend;
+  if (p.bth().get(Bth::solicited)) c.flags |= kCompletionSolicited;
+  if (info.is(kImmediate)) {
+    c.op = WorkOp::kSendWithImmediate;
+    c.flags |= kCompletionWithImmediate;
+    c.immediate = p.ext<ImmDt>(ExtHeader::kImmDt).get(ImmDt::immediate);
+  }
+  if (info.is(kInvalidate)) {
+    // Invalidate after the whole message is placed; a key that cannot be remotely
+    // invalidated is an invalid request (rocev2.md §5).
+    const RemoteToken key = p.ext<Ieth>(ExtHeader::kIeth).get(Ieth::rkey);
+    if (!env_->invalidate_remote(key)) {
+      ++counters_.resp_invalid_request;
+      responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+      return false;
+    }
+    c.op = WorkOp::kSendWithInvalidate;
+    c.flags |= kCompletionWithInvalidate;
+    c.invalidated_rkey = key;
+  }
+  in_message_ = Message::kNone;
+  msn_ += 1;
+  env_->complete_receive(c);
+  return true;
+}
+
+bool RcQp::receive_write(const ParsedPacket& p) noexcept {
+  const OpcodeInfo& info = *p.info;
+  const Psn psn = p.bth().get(Bth::psn);
+  // WRITE with immediate needs its receive WQE before anything of the last packet is placed.
+  if (info.is(kImmediate) && !take_receive_wqe(psn)) return false;
+  if (is_first_or_only(info)) {
+    const auto reth = p.ext<Reth>(ExtHeader::kReth);
+    write_length_ = write_remaining_ = reth.get(Reth::dma_length);
+    write_cursor_ = nullptr;
+    // A zero-length WRITE does not validate the R_Key (IBTA C9-88).
+    if (write_length_ != 0) {
+      write_cursor_ = (attrs_.access & kAccessRemoteWrite)
+                          ? env_->resolve_remote(reth.get(Reth::rkey), reth.get(Reth::va), write_length_,
+                                                 kAccessRemoteWrite)
+                          : nullptr;
+      if (write_cursor_ == nullptr) {
+        ++counters_.resp_remote_access_error;
+        responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
+        return false;
+      }
+    }
+    in_message_ = Message::kWrite;
+    ++counters_.rx_write_requests;
+  }
+  const bool last = is_last_or_only(info);
+  // The packets must add up to exactly the RETH DMA length.
+  if (p.payload_length > write_remaining_ || (last && p.payload_length != write_remaining_)) {
+    ++counters_.resp_invalid_request;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+    return false;
+  }
+  if (p.payload_length != 0) {
+    std::memcpy(write_cursor_, p.payload().data(), p.payload_length);
+    write_cursor_ += p.payload_length;
+    write_remaining_ -= p.payload_length;
+  }
+  if (!last) return true;
+  in_message_ = Message::kNone;
+  msn_ += 1;
+  if (info.is(kImmediate)) {
+    Completion c;
+    c.context = recv_.context;
+    c.op = WorkOp::kRdmaWriteWithImmediate;
+    c.flags = kCompletionWithImmediate;
+    c.immediate = p.ext<ImmDt>(ExtHeader::kImmDt).get(ImmDt::immediate);
+    c.byte_length = write_length_;
+    if (p.bth().get(Bth::solicited)) c.flags |= kCompletionSolicited;
+    env_->complete_receive(c);
+  }
+  return true;
+}
+
+uint8_t RcQp::save_resource(const Resource& r) noexcept {
+  // A ring of max_dest_rd_atomic saved requests; the oldest is recycled, as rxe does
+  // (rocev2.md §4.4 step 4). The requester keeps within the limit.
+  const uint8_t limit = std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
+  const uint8_t slot = resource_next_;
+  resources_[slot] = r;
+  resource_next_ = static_cast<uint8_t>((slot + 1) % limit);
+  return slot;
+}
+
+void RcQp::queue_response(uint8_t resource, Psn psn, uint32_t offset) noexcept {
+  if (resp_tail_ - resp_head_ == responses_.size()) return;  // full: the requester will retry
+  responses_[resp_tail_++ % responses_.size()] = {resource, psn, offset};
+}
+
+bool RcQp::receive_read(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  const auto reth = p.ext<Reth>(ExtHeader::kReth);
+  Resource r;
+  r.first_psn = psn;
+  r.length = reth.get(Reth::dma_length);
+  r.last_psn = psn + (packets_for(r.length) - 1);
+  r.va = reth.get(Reth::va);
+  r.rkey = reth.get(Reth::rkey);
+  if (r.length != 0) {
+    r.data = (attrs_.access & kAccessRemoteRead)
+                 ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead)
+                 : nullptr;
+    if (r.data == nullptr) {
+      ++counters_.resp_remote_access_error;
+      responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
+      return false;
+    }
+  }
+  ++counters_.rx_read_requests;
+  queue_response(save_resource(r), psn, 0);
+  expected_psn_ = r.last_psn + 1;  // a READ consumes one PSN per response packet
+  msn_ += 1;
+  return true;
+}
+
+bool RcQp::receive_atomic(const ParsedPacket& p) noexcept {
+  const Psn psn = p.bth().get(Bth::psn);
+  const auto a = p.ext<AtomicEth>(ExtHeader::kAtomicEth);
+  const uint64_t va = a.get(AtomicEth::va);
+  if (va % 8 != 0) {  // IBTA C9-?: misaligned atomics are invalid requests (as rxe reports them)
+    ++counters_.resp_invalid_request;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+    return false;
+  }
+  uint8_t* target = (attrs_.access & kAccessRemoteAtomic)
+                        ? env_->resolve_remote(a.get(AtomicEth::rkey), va, 8, kAccessRemoteAtomic)
+                        : nullptr;
+  if (target == nullptr) {
+    ++counters_.resp_remote_access_error;
+    responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
+    return false;
+  }
+  // Atomic with respect to other atomics and to CPU atomics on the same memory; the
+  // target is 8-byte aligned, as atomic_ref requires.
+  std::atomic_ref<uint64_t> word(*reinterpret_cast<uint64_t*>(target));
+  uint64_t original;
+  if (p.info->operation == Operation::kCompareSwap) {
+    original = a.get(AtomicEth::compare);
+    word.compare_exchange_strong(original, a.get(AtomicEth::swap_or_add), std::memory_order_acq_rel);
+  } else {
+    original = word.fetch_add(a.get(AtomicEth::swap_or_add), std::memory_order_acq_rel);
+  }
+  Resource r;
+  r.first_psn = r.last_psn = psn;
+  r.atomic = true;
+  r.va = va;
+  r.atomic_original = original;
+  ++counters_.rx_atomic_requests;
+  queue_response(save_resource(r), psn, 0);
+  expected_psn_ = psn + 1;
+  msn_ += 1;
+  return true;
+}
+
+// PSN behind the expected one (rocev2.md §4.7): SEND/WRITE are re-ACKed, never
+// re-executed; READs are replayed from saved state; atomics replay the saved result.
+void RcQp::on_duplicate(const ParsedPacket& p) noexcept {
+  ++counters_.duplicate_request;
+  const Psn psn = p.bth().get(Bth::psn);
+  const Operation op = p.info->operation;
+  if (op == Operation::kSend || op == Operation::kRdmaWrite) {
+    request_ack(expected_psn_ - 1, ack_syndrome());
+    return;
+  }
+  const uint8_t limit = std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
+  for (uint8_t i = 0; i < limit; ++i) {
+    const Resource& r = resources_[i];
+    if (is_before(psn, r.first_psn) || is_after(psn, r.last_psn) || (r.length == 0 && !r.atomic && psn != r.first_psn))
+      continue;
+    if (op == Operation::kRdmaReadRequest && !r.atomic) {
+      // The retry may ask for the tail only: it must lie inside the original READ.
+      const auto reth = p.ext<Reth>(ExtHeader::kReth);
+      const auto offset = static_cast<uint32_t>(distance(psn, r.first_psn)) * attrs_.path_mtu;
+      if (reth.get(Reth::rkey) != r.rkey || reth.get(Reth::va) != r.va + offset ||
+          reth.get(Reth::dma_length) != r.length - offset)
+        return;
+      queue_response(i, psn, offset);
+      return;
+    }
+    if ((op == Operation::kCompareSwap || op == Operation::kFetchAdd) && r.atomic && r.first_psn == psn) {
+      queue_response(i, psn, 0);
+      return;
+    }
+  }
+  // No saved request matches: drop silently.
+}
+
+bool RcQp::send_read_response(PendingResponse& pr) noexcept {
+  const Resource& r = resources_[pr.resource];
+  const uint32_t mtu = attrs_.path_mtu;
+  const uint32_t length = std::min(mtu, r.length - pr.offset);
+  const bool first = pr.next_psn == r.first_psn;
+  const bool last = pr.offset + length == r.length;
+  // A replay that starts inside the READ continues with MIDDLE/LAST, as rxe does.
+  const Opcode op = first && last ? Opcode::kRcRdmaReadResponseOnly
+                    : first       ? Opcode::kRcRdmaReadResponseFirst
+                    : last        ? Opcode::kRcRdmaReadResponseLast
+                                  : Opcode::kRcRdmaReadResponseMiddle;
+  uint8_t* out = env_->tx_begin(headers_.frame_length(op, length));
+  if (out == nullptr) return false;
+  const auto st = headers_.stamp(out, op, length, pr.next_psn, 0);
+  if (opcode_info(op).carries(ExtHeader::kAeth)) {
+    const MutView<Aeth> aeth{st.ext};
+    aeth.set(Aeth::syndrome, ack_syndrome().raw());
+    aeth.set(Aeth::msn, msn_);
+  }
+  if (length != 0) std::memcpy(st.payload, r.data + pr.offset, length);
+  headers_.seal(out, st, length);
+  env_->tx_commit(st.frame_length);
+  pr.offset += length;
+  pr.next_psn += 1;
+  return true;
+}
+
+bool RcQp::send_atomic_ack(const PendingResponse& pr) noexcept {
+  const Resource& r = resources_[pr.resource];
+  uint8_t* out = env_->tx_begin(headers_.frame_length(Opcode::kRcAtomicAcknowledge, 0));
+  if (out == nullptr) return false;
+  const auto st = headers_.stamp(out, Opcode::kRcAtomicAcknowledge, 0, pr.next_psn, 0);
+  const MutView<Aeth> aeth{st.ext};
+  aeth.set(Aeth::syndrome, ack_syndrome().raw());
+  aeth.set(Aeth::msn, msn_);
+  MutView<AtomicAckEth>{st.ext + Aeth::kSize}.set(AtomicAckEth::original_data, r.atomic_original);
+  headers_.seal(out, st, 0);
+  env_->tx_commit(st.frame_length);
+  return true;
+}
+
+unsigned RcQp::respond(unsigned budget) noexcept {
+  if (state_ == QpState::kError || env_ == nullptr) return 0;
+  unsigned sent = 0;
+  while (sent < budget && resp_head_ != resp_tail_) {
+    PendingResponse& pr = responses_[resp_head_ % responses_.size()];
+    const Resource& r = resources_[pr.resource];
+    const bool done_before = r.atomic ? false : (pr.offset >= r.length && pr.next_psn != r.first_psn);
+    if (done_before) {
+      ++resp_head_;
+      continue;
+    }
+    if (!(r.atomic ? send_atomic_ack(pr) : send_read_response(pr))) {
+      ++counters_.tx_backpressure;
+      return sent;
+    }
+    ++sent;
+    if (r.atomic || pr.offset >= r.length) ++resp_head_;
+  }
+  if (resp_head_ == resp_tail_ && ack_pending_ && sent < budget) {
+    if (send_ack(ack_psn_, ack_syndrome_pending_)) {
+      ack_pending_ = false;
+      ++sent;
+    } else {
+      ++counters_.tx_backpressure;
+    }
+  }
+  return sent;
+}
+
+}  // namespace uroce::proto

@@ -1,0 +1,159 @@
+// Work requests, completions and QP attributes shared by the RC requester,
+// responder and completer (and, above them, the dataplane and the API).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+#include "proto/types.h"
+
+namespace uroce::proto {
+
+inline constexpr unsigned kMaxSge = 8;
+inline constexpr unsigned kMaxResponderResources = 32;  // saved READ/atomic requests per QP
+
+enum class WorkOp : uint8_t {
+  kSend,
+  kSendWithImmediate,
+  kSendWithInvalidate,
+  kRdmaWrite,
+  kRdmaWriteWithImmediate,
+  kRdmaRead,
+  kCompareSwap,
+  kFetchAdd,
+};
+
+constexpr bool is_read_class(WorkOp op) noexcept {
+  return op == WorkOp::kRdmaRead || op == WorkOp::kCompareSwap || op == WorkOp::kFetchAdd;
+}
+constexpr bool is_atomic(WorkOp op) noexcept { return op == WorkOp::kCompareSwap || op == WorkOp::kFetchAdd; }
+
+// Access rights, verbs values (rocev2.md §5).
+enum Access : uint32_t {
+  kAccessLocalWrite = 0x1,
+  kAccessRemoteWrite = 0x2,
+  kAccessRemoteRead = 0x4,
+  kAccessRemoteAtomic = 0x8,
+};
+
+// A scatter/gather element. `addr` is a virtual address in this process; the
+// token names the registration that must cover [addr, addr + length).
+struct Sge {
+  uint64_t addr = 0;
+  uint32_t length = 0;
+  LocalToken lkey{};
+};
+
+enum WqeFlag : uint8_t {
+  kWqeSignaled = 1u << 0,   // produce a completion on success (failures always complete)
+  kWqeSolicited = 1u << 1,  // set SE on the last packet
+  kWqeReadFence = 1u << 2,  // wait for earlier READ/atomic to complete before starting
+  kWqeInline = 1u << 3,     // sge[0] points at data copied at post time; no key check
+};
+
+struct SendWqe {
+  uint64_t context = 0;
+  WorkOp op = WorkOp::kSend;
+  uint8_t flags = 0;
+  uint8_t num_sge = 0;
+  uint32_t length = 0;  // sum of the SGE lengths (8 for atomics)
+  std::array<Sge, kMaxSge> sge{};
+  uint64_t remote_addr = 0;
+  RemoteToken rkey{};
+  uint32_t immediate = 0;          // host order; ImmDt carries it big-endian
+  RemoteToken invalidate_rkey{};
+  uint64_t compare_add = 0;        // CompareSwap: compare; FetchAdd: add
+  uint64_t swap = 0;
+};
+
+struct RecvWqe {
+  uint64_t context = 0;
+  uint8_t num_sge = 0;
+  std::array<Sge, kMaxSge> sge{};
+};
+
+// Completion statuses, named and numbered as ibv_wc_status (rocev2.md §4.9), so
+// that the API can map them to NTSTATUS in one table.
+enum class CompletionStatus : uint8_t {
+  kSuccess = 0,
+  kLocalLengthError = 1,
+  kLocalQpOperationError = 2,
+  kLocalProtectionError = 4,
+  kWorkRequestFlushed = 5,
+  kBadResponse = 7,
+  kLocalAccessError = 8,
+  kRemoteInvalidRequest = 9,
+  kRemoteAccessError = 10,
+  kRemoteOperationalError = 11,
+  kRetryExceeded = 12,
+  kRnrRetryExceeded = 13,
+};
+
+enum CompletionFlag : uint8_t {
+  kCompletionWithImmediate = 1u << 0,
+  kCompletionWithInvalidate = 1u << 1,
+  kCompletionSolicited = 1u << 2,
+};
+
+struct Completion {
+  uint64_t context = 0;
+  CompletionStatus status = CompletionStatus::kSuccess;
+  WorkOp op = WorkOp::kSend;  // for receives: kSend, kSendWithImmediate, kSendWithInvalidate or kRdmaWriteWithImmediate
+  uint8_t flags = 0;
+  uint32_t byte_length = 0;
+  uint32_t immediate = 0;
+  RemoteToken invalidated_rkey{};
+};
+
+enum class QpState : uint8_t { kReset, kInit, kReadyToReceive, kReadyToSend, kError };
+
+// What connecting a QP fixes (verbs RTR + RTS attributes; rocev2.md §4.1).
+struct RcQpAttributes {
+  Qpn local_qpn{};
+  Qpn remote_qpn{};
+  Psn send_psn{};     // our first request PSN
+  Psn receive_psn{};  // the peer's first request PSN
+  uint32_t path_mtu = 1024;
+  uint8_t ack_timeout = 14;  // 4.096 us * 2^n; 0 = no retransmit timer
+  uint8_t retry_count = 7;
+  uint8_t rnr_retry = 7;     // 7 = infinite
+  uint8_t min_rnr_timer = 12;
+  uint8_t max_rd_atomic = 16;       // our READ/atomic in flight
+  uint8_t max_dest_rd_atomic = 16;  // the peer's READ/atomic we hold state for
+  uint16_t ack_request_interval = 64;
+  PKey pkey = kDefaultPKey;
+  uint32_t access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;  // what the peer may do to us
+};
+
+// Local ACK timeout in nanoseconds: 4.096 us * 2^timeout (IBTA 9.7.6.1.3).
+constexpr uint64_t ack_timeout_ns(uint8_t timeout) noexcept {
+  return timeout == 0 ? 0 : 4096ull << (timeout > 31 ? 31 : timeout);
+}
+static_assert(ack_timeout_ns(14) == 67'108'864);
+
+// Per-QP counters, named as rxe/mlx5 name them so users recognise them.
+struct RcCounters {
+  uint64_t rx_write_requests = 0;
+  uint64_t rx_read_requests = 0;
+  uint64_t rx_atomic_requests = 0;
+  uint64_t rx_send_requests = 0;
+  uint64_t out_of_sequence = 0;        // responder: request PSN ahead of the expected PSN
+  uint64_t duplicate_request = 0;      // responder: request PSN behind (re-ACKed or replayed)
+  uint64_t packet_seq_err = 0;         // requester: PSN sequence error NAKs received
+  uint64_t local_ack_timeout_err = 0;  // requester: retransmit timer expirations
+  uint64_t rnr_nak_received = 0;
+  uint64_t rnr_nak_sent = 0;
+  uint64_t rnr_nak_retry_err = 0;
+  uint64_t retry_exceeded_err = 0;
+  uint64_t implied_nak_seq_err = 0;  // requester: a response skipped an unanswered READ/atomic
+  uint64_t retransmitted_packets = 0;
+  uint64_t acks_sent = 0;
+  uint64_t naks_sent = 0;
+  uint64_t resp_local_length_error = 0;
+  uint64_t resp_remote_access_error = 0;
+  uint64_t resp_invalid_request = 0;
+  uint64_t req_remote_error = 0;
+  uint64_t tx_backpressure = 0;  // no TX buffer: the state machine retries later
+};
+
+}  // namespace uroce::proto

@@ -1,0 +1,548 @@
+// The RC requester, responder and completer end to end over a simulated wire:
+// every operation at the sizes around the PMTU, data verified byte for byte,
+// under loss, reordering, duplication and corruption, and every error path.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "proto/tests/rc_sim.h"
+
+namespace uroce::proto {
+namespace {
+
+using testing::Region;
+using testing::SimEndpoint;
+using testing::SimNetwork;
+
+constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+void fill_pattern(Region& r, uint32_t seed) {
+  for (std::size_t i = 0; i < r.bytes.size(); ++i) r.bytes[i] = static_cast<uint8_t>(i * 131 + seed * 7 + (i >> 8));
+}
+
+SendWqe wqe(WorkOp op, const Region& local, uint32_t length, uint64_t context, uint8_t flags = kWqeSignaled) {
+  SendWqe w;
+  w.context = context;
+  w.op = op;
+  w.flags = flags;
+  w.num_sge = 1;
+  w.length = length;
+  w.sge[0] = {local.addr(), length, LocalToken{local.key}};
+  return w;
+}
+
+RecvWqe recv_wqe(const Region& r, uint32_t length, uint64_t context) {
+  RecvWqe w;
+  w.context = context;
+  w.num_sge = 1;
+  w.sge[0] = {r.addr(), length, LocalToken{r.key}};
+  return w;
+}
+
+RcQpAttributes attrs(uint32_t mtu, Psn send_psn = Psn{0x100}, Psn recv_psn = Psn{0xABC}) {
+  RcQpAttributes a;
+  a.path_mtu = mtu;
+  a.send_psn = send_psn;
+  a.receive_psn = recv_psn;
+  a.ack_timeout = 10;  // ~4 ms of simulated time
+  return a;
+}
+
+bool equal_bytes(const Region& x, std::size_t xo, const Region& y, std::size_t yo, std::size_t n) {
+  return std::memcmp(x.bytes.data() + xo, y.bytes.data() + yo, n) == 0;
+}
+
+struct SizeCase {
+  uint32_t mtu;
+  uint32_t size;
+};
+std::vector<SizeCase> size_cases() {
+  std::vector<SizeCase> v;
+  for (uint32_t mtu : {1024u, 4096u})
+    for (uint32_t size : {0u, 1u, mtu - 1, mtu, mtu + 1, 1u << 20}) v.push_back({mtu, size});
+  return v;
+}
+std::string size_name(const ::testing::TestParamInfo<SizeCase>& i) {
+  return "mtu" + std::to_string(i.param.mtu) + "_size" + std::to_string(i.param.size);
+}
+
+class RcSizes : public ::testing::TestWithParam<SizeCase> {};
+
+TEST_P(RcSizes, SendDeliversEveryByte) {
+  const auto [mtu, size] = GetParam();
+  SimNetwork net(attrs(mtu));
+  Region& src = net.a().add_region(size, kAll);
+  Region& dst = net.b().add_region(size, kAll, 0xEE);
+  fill_pattern(src, 1);
+  net.b().post_receive(recv_wqe(dst, size, 77));
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, size, 5)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(net.a().send_completions[0].context, 5u);
+  ASSERT_EQ(net.b().recv_completions.size(), 1u);
+  EXPECT_EQ(net.b().recv_completions[0].context, 77u);
+  EXPECT_EQ(net.b().recv_completions[0].byte_length, size);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, size));
+  EXPECT_EQ(dst.bytes[size], 0xEE) << "wrote past the message";
+}
+
+TEST_P(RcSizes, WriteDeliversEveryByte) {
+  const auto [mtu, size] = GetParam();
+  SimNetwork net(attrs(mtu));
+  Region& src = net.a().add_region(size, kAll);
+  Region& dst = net.b().add_region(size + 64, kAll, 0xEE);
+  fill_pattern(src, 2);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, size, 9);
+  w.remote_addr = dst.addr(64);
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 64, size));
+  EXPECT_EQ(dst.bytes[63], 0xEE);
+  EXPECT_EQ(dst.bytes[64 + size], 0xEE);
+  EXPECT_TRUE(net.b().recv_completions.empty()) << "a plain WRITE consumes no receive WQE";
+}
+
+TEST_P(RcSizes, ReadFetchesEveryByte) {
+  const auto [mtu, size] = GetParam();
+  SimNetwork net(attrs(mtu));
+  Region& dst = net.a().add_region(size, kAll, 0xEE);
+  Region& src = net.b().add_region(size, kAll);
+  fill_pattern(src, 3);
+  SendWqe w = wqe(WorkOp::kRdmaRead, dst, size, 11);
+  w.remote_addr = src.addr();
+  w.rkey = RemoteToken{src.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(net.a().send_completions[0].byte_length, size);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, size));
+  EXPECT_EQ(dst.bytes[size], 0xEE);
+}
+
+INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcSizes, ::testing::ValuesIn(size_cases()), size_name);
+
+TEST(RcTransport, ImmediateAndSolicitedReachTheReceiver) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(3000, kAll);
+  Region& dst = net.b().add_region(4096, kAll);
+  fill_pattern(src, 4);
+  net.b().post_receive(recv_wqe(dst, 4096, 1));
+  net.b().post_receive(recv_wqe(dst, 4096, 2));
+  SendWqe s = wqe(WorkOp::kSendWithImmediate, src, 3000, 1, kWqeSignaled | kWqeSolicited);
+  s.immediate = 0xC0FFEE01;
+  SendWqe w = wqe(WorkOp::kRdmaWriteWithImmediate, src, 2049, 2);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  w.immediate = 0xC0FFEE02;
+  ASSERT_TRUE(net.a().post_send(s));
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_TRUE(net.run([&] { return net.b().recv_completions.size() == 2 && net.a().send_completions.size() == 2; }));
+  const auto& r = net.b().recv_completions;
+  EXPECT_EQ(r[0].op, WorkOp::kSendWithImmediate);
+  EXPECT_EQ(r[0].immediate, 0xC0FFEE01u);
+  EXPECT_TRUE(r[0].flags & kCompletionSolicited);
+  EXPECT_EQ(r[1].op, WorkOp::kRdmaWriteWithImmediate);
+  EXPECT_EQ(r[1].immediate, 0xC0FFEE02u);
+  EXPECT_EQ(r[1].byte_length, 2049u);
+  EXPECT_FALSE(r[1].flags & kCompletionSolicited);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 2049));
+}
+
+TEST(RcTransport, SendWithInvalidateInvalidatesTheReceiversKey) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(100, kAll);
+  Region& dst = net.b().add_region(100, kAll);
+  Region& target = net.b().add_region(64, kAll);
+  target.remotely_invalidatable = true;
+  net.b().post_receive(recv_wqe(dst, 100, 1));
+  SendWqe s = wqe(WorkOp::kSendWithInvalidate, src, 100, 1);
+  s.invalidate_rkey = RemoteToken{target.key};
+  ASSERT_TRUE(net.a().post_send(s));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  ASSERT_EQ(net.b().recv_completions.size(), 1u);
+  EXPECT_EQ(net.b().recv_completions[0].op, WorkOp::kSendWithInvalidate);
+  EXPECT_EQ(net.b().recv_completions[0].invalidated_rkey, RemoteToken{target.key});
+  EXPECT_FALSE(target.valid);
+}
+
+TEST(RcTransport, AtomicsReturnTheOriginalAndApplyOnce) {
+  SimNetwork net(attrs(1024));
+  Region& result = net.a().add_region(16, kAll);
+  Region& word = net.b().add_region(8, kAll);
+  uint64_t* target = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(word.bytes.data()) + 7) & ~uintptr_t{7});
+  *target = 40;
+  SendWqe add = wqe(WorkOp::kFetchAdd, result, 8, 1);
+  add.remote_addr = reinterpret_cast<uint64_t>(target);
+  add.rkey = RemoteToken{word.key};
+  add.compare_add = 2;
+  SendWqe cas = wqe(WorkOp::kCompareSwap, result, 8, 2);
+  cas.sge[0].addr = result.addr(8);
+  cas.remote_addr = add.remote_addr;
+  cas.rkey = add.rkey;
+  cas.compare_add = 42;
+  cas.swap = 1000;
+  ASSERT_TRUE(net.a().post_send(add));
+  ASSERT_TRUE(net.a().post_send(cas));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  uint64_t first, second;
+  std::memcpy(&first, result.bytes.data(), 8);
+  std::memcpy(&second, result.bytes.data() + 8, 8);
+  EXPECT_EQ(first, 40u);
+  EXPECT_EQ(second, 42u);
+  EXPECT_EQ(*target, 1000u);
+}
+
+TEST(RcTransport, PsnWrapsAcrossTheTwentyFourBitBoundary) {
+  SimNetwork net(attrs(1024, Psn{0xFFFFF0}, Psn{0xFFFFFA}));
+  Region& src = net.a().add_region(64 * 1024, kAll);
+  Region& dst = net.b().add_region(64 * 1024, kAll);
+  fill_pattern(src, 5);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 64 * 1024, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  SendWqe r = wqe(WorkOp::kRdmaRead, src, 32 * 1024, 2);
+  r.remote_addr = dst.addr();
+  r.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(r));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 64 * 1024));
+}
+
+// Mixed traffic through loss, reordering, duplication and corruption: every message
+// is delivered exactly once, intact, and completions come in posting order.
+TEST(RcTransport, MixedTrafficSurvivesAHostileWire) {
+  RcQpAttributes a = attrs(1024);
+  a.ack_timeout = 8;  // ~1 ms
+  a.max_rd_atomic = 4;
+  a.max_dest_rd_atomic = 4;
+  SimNetwork net(a, 64, 42);
+  net.faults = {.loss = 0.01, .reorder = 0.01, .duplicate = 0.005, .corrupt = 0.001};
+  constexpr int kMessages = 3000;
+  Region& src = net.a().add_region(8192, kAll);
+  Region& sink = net.b().add_region(8192 * 4, kAll);
+  Region& readback = net.a().add_region(8192, kAll);
+  Region& counter = net.b().add_region(8, kAll);
+  uint64_t* word = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(counter.bytes.data()) + 7) & ~uintptr_t{7});
+  fill_pattern(src, 6);
+  fill_pattern(sink, 7);
+  std::vector<Region*> recv_slots;
+  for (int i = 0; i < 64; ++i) recv_slots.push_back(&net.b().add_region(3000, kAll));
+
+  std::mt19937 rng(7);
+  int posted = 0, sends = 0, adds = 0;
+  std::vector<std::pair<uint32_t, uint32_t>> send_spans;  // (source offset, length) of each SEND, in order
+  uint32_t longest_read = 0;
+  std::array<uint32_t, 4> longest_write{};
+  uint64_t recv_posted = 0;
+  auto post_more = [&] {
+    while (posted < kMessages) {
+      const int kind = static_cast<int>(rng() % 4);
+      const uint32_t len = 1 + rng() % 2999;
+      SendWqe w;
+      if (kind == 0) {
+        if (recv_posted - net.b().recv_completions.size() >= 32) break;
+        w = wqe(WorkOp::kSend, src, len, posted);
+        w.sge[0].addr = src.addr(posted % 4096);
+      } else if (kind == 1) {
+        w = wqe(WorkOp::kRdmaWrite, src, len, posted);
+        w.remote_addr = sink.addr(8192 + (posted % 4) * 4096);
+        w.rkey = RemoteToken{sink.key};
+        longest_write[posted % 4] = std::max(longest_write[posted % 4], len);
+      } else if (kind == 2) {
+        w = wqe(WorkOp::kRdmaRead, readback, len, posted);
+        w.remote_addr = sink.addr(0);
+        w.rkey = RemoteToken{sink.key};
+        longest_read = std::max(longest_read, len);
+      } else {
+        w = wqe(WorkOp::kFetchAdd, readback, 8, posted);
+        w.sge[0].addr = readback.addr(8000);
+        w.remote_addr = reinterpret_cast<uint64_t>(word);
+        w.rkey = RemoteToken{counter.key};
+        w.compare_add = 1;
+      }
+      if (!net.a().post_send(w)) break;
+      if (kind == 0) {
+        net.b().post_receive(recv_wqe(*recv_slots[recv_posted % 64], 3000, recv_posted));
+        ++recv_posted;
+        send_spans.emplace_back(posted % 4096, len);
+        ++sends;
+      }
+      if (kind == 3) ++adds;
+      ++posted;
+    }
+  };
+  ASSERT_TRUE(net.run(
+      [&] {
+        post_more();
+        return net.a().send_completions.size() == static_cast<std::size_t>(kMessages);
+      },
+      50'000'000))
+      << "stalled: A sent " << net.a().send_completions.size() << " completions, posted " << posted
+      << ", A outstanding " << net.a().qp.has_outstanding() << " deadline " << net.a().qp.next_deadline_ns()
+      << " B responses " << net.b().qp.has_responses() << " lost " << net.frames_lost << " head "
+      << net.a().qp.send_queue_head() << " tail " << net.a().send_queue_tail() << " unsent "
+      << net.a().qp.has_unsent_work() << " A state " << int(net.a().qp.state()) << " B state "
+      << int(net.b().qp.state()) << " recv " << net.b().recv_completions.size() << "/" << recv_posted << " first error "
+      << [&] {
+           for (const auto& c : net.a().send_completions)
+             if (c.status != CompletionStatus::kSuccess)
+               return std::to_string(c.context) + ":" + std::to_string(int(c.status)) + ":" + std::to_string(int(c.op));
+           return std::string("none");
+         }();
+  const auto& done = net.a().send_completions;
+  for (int i = 0; i < kMessages; ++i) {
+    ASSERT_EQ(done[i].context, static_cast<uint64_t>(i)) << "completions out of posting order";
+    ASSERT_EQ(done[i].status, CompletionStatus::kSuccess) << i;
+  }
+  EXPECT_EQ(net.b().recv_completions.size(), static_cast<std::size_t>(sends)) << "lost or duplicated deliveries";
+  for (std::size_t i = 0; i < net.b().recv_completions.size(); ++i)
+    EXPECT_EQ(net.b().recv_completions[i].context, i);
+  EXPECT_EQ(*word, static_cast<uint64_t>(adds)) << "an atomic was applied twice or not at all";
+  // Every READ fetched a prefix of sink[0, 8192), which nothing writes.
+  EXPECT_TRUE(equal_bytes(sink, 0, readback, 0, longest_read));
+  // Every WRITE to a slot wrote a prefix of src.
+  for (int slot = 0; slot < 4; ++slot) EXPECT_TRUE(equal_bytes(sink, 8192 + slot * 4096, src, 0, longest_write[slot]));
+  // The last use of each receive buffer holds exactly its SEND.
+  for (int k = std::max(0, sends - 64); k < sends; ++k) {
+    const auto [offset, length] = send_spans[k];
+    EXPECT_EQ(net.b().recv_completions[k].byte_length, length);
+    EXPECT_TRUE(equal_bytes(*recv_slots[k % 64], 0, src, offset, length)) << "send " << k;
+  }
+  EXPECT_GT(net.frames_lost, 0u);
+  EXPECT_GT(net.frames_corrupted, 0u);
+  EXPECT_GT(net.a().frames_rejected + net.b().frames_rejected, 0u) << "the ICRC caught the corruption";
+  EXPECT_GT(net.a().qp.counters().retransmitted_packets, 0u);
+  EXPECT_GT(net.b().qp.counters().duplicate_request, 0u);
+}
+
+TEST(RcTransport, RnrNakWaitsForAReceiveThenDelivers) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(5000, kAll);
+  Region& dst = net.b().add_region(5000, kAll);
+  fill_pattern(src, 8);
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 5000, 1)));
+  // No receive posted: the responder RNR-NAKs until one is.
+  net.run([&] { return net.a().qp.counters().rnr_nak_received >= 3; });
+  EXPECT_GE(net.b().qp.counters().rnr_nak_sent, 3u);
+  EXPECT_TRUE(net.a().send_completions.empty());
+  net.b().post_receive(recv_wqe(dst, 5000, 1));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 5000));
+}
+
+TEST(RcTransport, RnrRetryExhaustedFailsAndFlushes) {
+  RcQpAttributes a = attrs(1024);
+  a.rnr_retry = 2;
+  SimNetwork net(a);
+  Region& src = net.a().add_region(100, kAll);
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 100, 1)));
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 100, 2)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kRnrRetryExceeded);
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kWorkRequestFlushed);
+  EXPECT_EQ(net.a().qp.state(), QpState::kError);
+  EXPECT_EQ(net.a().qp.counters().rnr_nak_received, 3u) << "the first NAK plus two retries";
+}
+
+TEST(RcTransport, RetryExhaustedOnADeadWire) {
+  RcQpAttributes a = attrs(1024);
+  a.retry_count = 3;
+  SimNetwork net(a);
+  net.faults.loss = 1.0;
+  Region& src = net.a().add_region(100, kAll);
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kRdmaWrite, src, 100, 1)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kRetryExceeded);
+  EXPECT_EQ(net.a().qp.counters().local_ack_timeout_err, 4u) << "one first timeout and three retries";
+  EXPECT_EQ(net.a().qp.state(), QpState::kError);
+  // Work posted after the error completes flushed.
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 10, 2)));
+  net.a().qp.send(8);
+  ASSERT_EQ(net.a().send_completions.size(), 2u);
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kWorkRequestFlushed);
+}
+
+TEST(RcTransport, RemoteAccessErrorFailsBothSides) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(100, kAll);
+  Region& dst = net.b().add_region(100, kAccessLocalWrite | kAccessRemoteRead);  // no remote write
+  net.b().post_receive(recv_wqe(dst, 100, 9));
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 100, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 10, 2)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kRemoteAccessError);
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kWorkRequestFlushed);
+  EXPECT_EQ(net.b().qp.state(), QpState::kError);
+  ASSERT_EQ(net.b().recv_completions.size(), 1u);
+  EXPECT_EQ(net.b().recv_completions[0].status, CompletionStatus::kWorkRequestFlushed);
+}
+
+TEST(RcTransport, OutOfRangeReadIsARemoteAccessError) {
+  SimNetwork net(attrs(1024));
+  Region& dst = net.a().add_region(4096, kAll);
+  Region& src = net.b().add_region(1000, kAll);
+  SendWqe r = wqe(WorkOp::kRdmaRead, dst, 4096, 1);
+  r.remote_addr = src.addr();
+  r.rkey = RemoteToken{src.key};
+  ASSERT_TRUE(net.a().post_send(r));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kRemoteAccessError);
+}
+
+TEST(RcTransport, ReceiveBufferTooSmall) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(2000, kAll);
+  Region& dst = net.b().add_region(2000, kAll);
+  net.b().post_receive(recv_wqe(dst, 1500, 3));
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 2000, 1)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kRemoteInvalidRequest);
+  ASSERT_EQ(net.b().recv_completions.size(), 1u);
+  EXPECT_EQ(net.b().recv_completions[0].status, CompletionStatus::kLocalLengthError);
+  EXPECT_EQ(net.b().recv_completions[0].context, 3u);
+}
+
+TEST(RcTransport, BadLocalKeyIsALocalProtectionError) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(100, kAll);
+  Region& dst = net.b().add_region(100, kAll);
+  SendWqe good = wqe(WorkOp::kRdmaWrite, src, 100, 1);
+  good.remote_addr = dst.addr();
+  good.rkey = RemoteToken{dst.key};
+  SendWqe bad = good;
+  bad.context = 2;
+  bad.sge[0].lkey = LocalToken{0xDEAD};
+  ASSERT_TRUE(net.a().post_send(good));
+  ASSERT_TRUE(net.a().post_send(bad));
+  ASSERT_TRUE(net.a().post_send(good));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 3; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kWorkRequestFlushed)
+      << "posted before the failure but not yet acknowledged";
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kLocalProtectionError);
+  EXPECT_EQ(net.a().send_completions[2].status, CompletionStatus::kWorkRequestFlushed);
+}
+
+TEST(RcTransport, UnsignaledSuccessesAreSilentButFailuresComplete) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(100, kAll);
+  Region& dst = net.b().add_region(100, kAll);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 100, 1, 0);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  for (int i = 0; i < 10; ++i) ASSERT_TRUE(net.a().post_send(w));
+  SendWqe last = w;
+  last.context = 99;
+  last.flags = kWqeSignaled;
+  ASSERT_TRUE(net.a().post_send(last));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_EQ(net.a().send_completions[0].context, 99u);
+  EXPECT_EQ(net.a().qp.send_queue_head(), 11u) << "silent WQEs retired too";
+  SendWqe bad = w;
+  bad.rkey = RemoteToken{0xBAD};
+  bad.context = 7;
+  ASSERT_TRUE(net.a().post_send(bad));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[1].context, 7u);
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kRemoteAccessError);
+}
+
+// Counts request packets of each kind on the wire from A.
+int count_opcode(const SimNetwork& net, Opcode op) {
+  int n = 0;
+  for (const auto& f : net.wire_log) {
+    const ParseResult r = parse_packet(f);
+    n += r.ok() && r.packet.opcode() == op;
+  }
+  return n;
+}
+
+TEST(RcTransport, InitiatorDepthLimitsReadsInFlight) {
+  RcQpAttributes a = attrs(1024);
+  a.max_rd_atomic = 2;
+  SimNetwork net(a);
+  Region& dst = net.a().add_region(4096, kAll);
+  Region& src = net.b().add_region(4096, kAll);
+  for (int i = 0; i < 6; ++i) {
+    SendWqe r = wqe(WorkOp::kRdmaRead, dst, 4096, i);
+    r.remote_addr = src.addr();
+    r.rkey = RemoteToken{src.key};
+    ASSERT_TRUE(net.a().post_send(r));
+  }
+  EXPECT_EQ(net.a().qp.send(32), 2u) << "only max_rd_atomic READ requests leave at once";
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 6; }));
+  EXPECT_EQ(count_opcode(net, Opcode::kRcRdmaReadRequest), 6);
+}
+
+TEST(RcTransport, ReadFenceHoldsTheNextRequestUntilReadsComplete) {
+  SimNetwork net(attrs(1024));
+  Region& local = net.a().add_region(4096, kAll);
+  Region& remote = net.b().add_region(4096, kAll);
+  SendWqe r = wqe(WorkOp::kRdmaRead, local, 4096, 1);
+  r.remote_addr = remote.addr();
+  r.rkey = RemoteToken{remote.key};
+  SendWqe w = wqe(WorkOp::kRdmaWrite, local, 16, 2, kWqeSignaled | kWqeReadFence);
+  w.remote_addr = remote.addr();
+  w.rkey = RemoteToken{remote.key};
+  ASSERT_TRUE(net.a().post_send(r));
+  ASSERT_TRUE(net.a().post_send(w));
+  EXPECT_EQ(net.a().qp.send(32), 1u) << "the fenced WRITE waits for the READ";
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kSuccess);
+}
+
+TEST(RcTransport, BackpressureDefersWithoutLosingWork) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(8000, kAll);
+  Region& dst = net.b().add_region(8000, kAll);
+  fill_pattern(src, 9);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 8000, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  net.a().fail_tx(3);
+  EXPECT_EQ(net.a().qp.send(32), 0u);
+  EXPECT_EQ(net.a().qp.counters().tx_backpressure, 1u);
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 8000));
+}
+
+TEST(RcTransport, OneSequenceNakPerGap) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(64 * 1024, kAll);
+  Region& dst = net.b().add_region(64 * 1024, kAll);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 64 * 1024, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_EQ(net.a().qp.send(64), 64u);
+  auto frames = std::move(net.a().outbox);
+  net.a().outbox.clear();
+  frames.erase(frames.begin() + 3);  // lose one packet in the middle
+  for (const auto& f : frames) {
+    const ParseResult r = parse_packet(f);
+    ASSERT_TRUE(r.ok());
+    net.b().qp.on_packet(r.packet);
+  }
+  net.b().qp.respond(32);
+  int naks = 0;
+  for (const auto& f : net.b().outbox) {
+    const ParseResult r = parse_packet(f);
+    ASSERT_TRUE(r.ok());
+    if (AethSyndrome(r.packet.ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome)).kind() == AethKind::kNak) ++naks;
+  }
+  EXPECT_EQ(naks, 1);
+  EXPECT_EQ(net.b().qp.counters().out_of_sequence, 60u);
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 64 * 1024));
+}
+
+}  // namespace
+}  // namespace uroce::proto
