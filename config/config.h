@@ -1,0 +1,118 @@
+// uroce's configuration: typed, defaulted, validated once at start-up.
+//
+// load_config() turns YAML text into a Config or into a list of errors, each naming
+// the key path and saying what is wrong ("ports[0].mtu: must be between 576 and 9216, got 99999").
+// Nothing here is read on the datapath: the dataplane copies what it needs at
+// bring-up. See config/README.md for every key, and default.yaml for the embedded
+// default (two engines in one process joined by DPDK virtual devices, no NIC).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace uroce::config {
+
+enum class HugePages : uint8_t { kAuto, kOn, kOff };  // auto: use them if enough are free, else --no-huge
+enum class IdlePolicy : uint8_t { kBusyPoll, kBackoff };  // backoff: pause, then short sleeps when idle (tests)
+
+struct EalConfig {
+  std::vector<unsigned> lcores = {0};  // one engine per lcore, in order; the first is the main lcore
+  HugePages hugepages = HugePages::kAuto;
+  unsigned memory_mb = 512;          // -m for --no-huge (pools must fit: 2-3x their total)
+  std::string file_prefix;           // empty: "uroce-<pid>", so processes never collide
+  std::vector<std::string> extra_args;  // appended verbatim to the EAL arguments
+};
+
+using MacAddress = std::array<uint8_t, 6>;
+
+struct IpAddress {
+  bool is_v6 = false;
+  std::array<uint8_t, 16> bytes{};  // IPv4 in bytes 0..3
+  uint8_t prefix_length = 32;       // on-link subnet; peers outside it are unreachable (no routing)
+};
+
+struct PortConfig {
+  std::string name;    // how QPs and tools refer to the port
+  // What to open:
+  //   "net_<driver><n>[,args]"  a DPDK vdev, e.g. "net_memif0,role=server,socket=/run/x.sock,socket-abstract=no"
+  //   "0000:3b:00.0[,args]"     a PCI device (mlx5, ice, ...)
+  //   "ring:<link>"             one end of an in-process net_ring link; exactly two ports name the same link
+  std::string device;
+  std::optional<MacAddress> mac;       // default: the device's own MAC
+  std::vector<IpAddress> addresses;    // our IPs on this port; ARP/ND answers for these
+  uint16_t mtu = 1500;                 // Ethernet MTU (IP packet size); RoCE PMTU must fit: mtu >= pmtu + 80
+  uint16_t rx_descriptors = 1024;
+  uint16_t tx_descriptors = 1024;
+};
+
+struct EngineConfig {
+  IdlePolicy idle = IdlePolicy::kBusyPoll;
+  uint16_t rx_burst = 32;
+  uint16_t tx_burst = 32;
+  uint32_t mbufs_per_engine = 16383;  // mempool size (2^n - 1 is optimal for rte_mempool)
+  uint32_t mbuf_cache = 256;
+  uint16_t mbuf_data_room = 4096 + 128 + 128;  // enough for a 4096-PMTU frame plus headroom
+  uint32_t redirect_ring_size = 4096;          // SPSC ring per engine pair, power of two
+  uint32_t max_qps_per_engine = 4096;
+  uint32_t tx_backlog = 1024;                  // packets held when a TX burst is short
+};
+
+struct RdmaConfig {
+  uint16_t path_mtu = 1024;          // IB MTU in bytes: 256, 512, 1024, 2048 or 4096
+  uint8_t ack_timeout = 14;          // local ACK timeout 4.096 us * 2^n (0..31), 0 = none
+  uint8_t retry_count = 7;           // 0..7
+  uint8_t rnr_retry = 7;             // 0..7, 7 = infinite
+  uint8_t min_rnr_timer = 12;        // RNR NAK timer code 0..31
+  uint16_t ack_request_interval = 64;  // AckReq every N packets besides a message's last
+  uint8_t max_rd_atomic = 16;        // initiator depth: our outstanding READ/ATOMIC
+  uint8_t max_dest_rd_atomic = 16;   // responder resources
+  uint16_t udp_source_port_base = 0xC000;
+};
+
+// Test-only fault injection on every port's RX and TX; all zero (off) by default.
+struct FaultConfig {
+  double loss = 0;       // probabilities in [0, 1]
+  double reorder = 0;
+  double duplicate = 0;
+  double corrupt = 0;    // flip one bit; the ICRC must catch it
+  uint64_t seed = 1;
+  [[nodiscard]] bool enabled() const { return loss > 0 || reorder > 0 || duplicate > 0 || corrupt > 0; }
+};
+
+struct CaptureConfig {
+  std::string pcapng_path;  // empty: off. Every packet each engine sends and receives, from the engine itself
+  uint32_t snap_length = 65535;
+};
+
+struct Config {
+  EalConfig eal;
+  std::vector<PortConfig> ports;
+  EngineConfig engine;
+  RdmaConfig rdma;
+  FaultConfig faults;
+  CaptureConfig capture;
+};
+
+struct ConfigError {
+  std::string key;      // e.g. "ports[1].addresses[0]"
+  std::string message;  // what is wrong, with the value seen
+};
+
+struct LoadResult {
+  std::optional<Config> config;
+  std::vector<ConfigError> errors;  // non-empty exactly when config is empty
+  [[nodiscard]] std::string describe(std::string_view source) const;  // one "source: key: message" line each
+};
+
+// Parses and validates. Unknown keys are errors (a typo must not silently fall back to a default).
+[[nodiscard]] LoadResult load_config(std::string_view yaml_text);
+[[nodiscard]] LoadResult load_config_file(const std::string& path);
+
+// The configuration compiled into every binary: default.yaml.
+[[nodiscard]] std::string_view embedded_default_yaml();
+
+}  // namespace uroce::config
