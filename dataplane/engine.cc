@@ -1,0 +1,533 @@
+// The engine loop (the datapath) and its control side.
+#include "dataplane/engine.h"
+
+#include <bit>
+#include <cassert>
+#include <chrono>
+#include <thread>
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+#include <rte_prefetch.h>
+#include <rte_ring.h>
+#include <sys/prctl.h>
+#include <time.h>
+
+#include "dataplane/fault_injector.h"
+#include "dataplane/ring.h"
+
+namespace uroce::dataplane {
+
+namespace {
+
+constexpr unsigned kMaxCommandsPerIteration = 4;
+constexpr uint32_t kTimerSlots = 4096;  // ~3 ms per rotation at ~0.8 us ticks
+// Backoff idle policy: empty iterations spent spinning, then pausing, before short sleeps.
+constexpr uint32_t kIdleSpinIterations = 64;
+constexpr uint32_t kIdlePauseIterations = 2048;
+constexpr long kIdleSleepNanoseconds = 30'000;
+constexpr unsigned kBacklogRoundsPerFlush = 4;
+
+// The timer tick: the power of two of TSC cycles closest below one microsecond.
+unsigned tick_shift_for(uint64_t tsc_hz) {
+  const uint64_t cycles_per_us = tsc_hz / 1'000'000;
+  return cycles_per_us <= 1 ? 0 : static_cast<unsigned>(std::bit_width(cycles_per_us) - 1);
+}
+
+// Pairs with command_is_done(): everything the command did (a reply it wrote, a QP it registered) is visible to
+// the waiting control thread once it sees done.
+void publish_command_done(EngineCommand& command) { command.done.store(true, std::memory_order_release); }
+bool command_is_done(const EngineCommand& command) { return command.done.load(std::memory_order_acquire); }
+
+constexpr bool is_not_roce(proto::ParseError e) noexcept {
+  return e == proto::ParseError::kNotIp || e == proto::ParseError::kNotUdp || e == proto::ParseError::kNotRoceV2;
+}
+
+constexpr uint8_t kIcmpv6NextHeader = 58;
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------------------
+// Construction (control path)
+
+EngineContext::EngineContext(const EngineSetup& s)
+    : id_(s.id),
+      engine_count_(s.engine_count),
+      rx_burst_(s.config->engine.rx_burst),
+      tx_burst_(s.config->engine.tx_burst),
+      busy_poll_(s.config->engine.idle == config::IdlePolicy::kBusyPoll),
+      tsc_hz_(rte_get_tsc_hz()),
+      ports_(*s.ports),
+      pool_(s.pool),
+      mailbox_(s.mailbox),
+      redirect_out_(s.redirect_out),
+      redirect_in_(s.redirect_in),
+      redirect_batches_(s.engine_count),
+      port_index_of_id_(RTE_MAX_ETHPORTS, 0),
+      tx_(s.ports->size()),
+      port_counters_(std::make_unique<PortCounters[]>(s.ports->size())),
+      qps_(s.config->engine.max_qps_per_engine),
+      timers_(tick_shift_for(rte_get_tsc_hz()), kTimerSlots, rte_rdtsc()),
+      capture_(s.capture) {
+  for (const Port& p : s.ports->ports()) {
+    port_index_of_id_[p.port_id] = p.index;
+    TxQueue& q = tx_[p.index];
+    q.port_id = p.port_id;
+    q.backlog.assign(s.config->engine.tx_backlog, nullptr);
+  }
+  if (s.config->faults.enabled()) {
+    for (const Port& p : s.ports->ports()) {
+      faults_.push_back(
+          std::make_unique<FaultInjector>(s.config->faults, uint64_t{id_} << 16 | p.index, pool_, counters_));
+    }
+  }
+  if (id_ == 0) neighbors_ = std::make_unique<NeighborTable>();
+}
+
+EngineContext::~EngineContext() = default;
+
+// ---------------------------------------------------------------------------------------------------------
+// The loop
+
+void EngineContext::run() noexcept {
+  // Sleeps in the backoff policy should be ~30 us, not the default 50 us timer slack on top.
+  if (!busy_poll_) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  while (running_) {
+    now_ = rte_rdtsc();
+    uint32_t work = run_commands();
+    for (std::size_t p = 0; p < tx_.size(); ++p) work += poll_port(static_cast<PortIndex>(p));
+    for (EngineId owner = 0; owner < engine_count_; ++owner) flush_redirect(owner);
+    work += drain_redirects();
+    const uint32_t fired = timers_.advance(now_, *this);
+    counters_.timers_fired.add(fired);
+    work += fired;
+    work += poll_pollers();
+    work += flush_all_tx();
+    idle(work);
+  }
+  // Commands posted before the stop are answered; none can be posted after it (Engine::stop).
+  while (run_commands() != 0) {
+  }
+  (void)flush_all_tx();
+  release_held_mbufs();
+}
+
+uint32_t EngineContext::run_commands() noexcept {
+  EngineCommand* commands[kMaxCommandsPerIteration];
+  // The ring's dequeue is an acquire of the producer's release: the command's fields are visible here.
+  const unsigned n = ring_sc_dequeue_burst(mailbox_, commands, kMaxCommandsPerIteration);
+  for (unsigned i = 0; i < n; ++i) {
+    commands[i]->run(commands[i]->arg, *this);
+    counters_.commands_executed.add();
+    publish_command_done(*commands[i]);  // the poster may free it from here on: do not touch it again
+  }
+  return n;
+}
+
+uint32_t EngineContext::poll_port(PortIndex p) noexcept {
+  const uint16_t port_id = tx_[p].port_id;
+  rte_mbuf* received[kMaxBurst];
+  uint16_t n = rte_eth_rx_burst(port_id, id_, received, rx_burst_);
+  rte_mbuf** pkts = received;
+  rte_mbuf* faulted[kMaxBurst * FaultInjector::kOutputsPerInput];
+  if (!faults_.empty()) [[unlikely]] {
+    n = n != 0 ? faults_[p]->apply(received, n, faulted) : faults_[p]->release_held(faulted);
+    pkts = faulted;
+  }
+  if (n == 0) return 0;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
+    rte_mbuf* const m = pkts[i];
+    m->port = port_id;  // a redirected mbuf finds its port again through this
+    bytes += m->pkt_len;
+    if (capture_ != nullptr) capture(p, CaptureDirection::kInbound, m);
+    dispatch(p, m, true);
+  }
+  counters_.rx_packets.add(n);
+  counters_.rx_bytes.add(bytes);
+  port_counters_[p].rx_packets.add(n);
+  port_counters_[p].rx_bytes.add(bytes);
+  return n;
+}
+
+// `from_wire` is false for a packet another engine already received, checked (ICRC, IP checksum) and
+// redirected here: it is parsed again only to find its headers, and is never redirected a second time.
+void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept {
+  if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) [[unlikely]] {
+    counters_.rx_drop_nonlinear.add();
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const auto* const frame = rte_pktmbuf_mtod(m, const uint8_t*);
+  const uint16_t length = m->data_len;
+  if (length >= proto::Eth::kSize) [[likely]] {
+    const proto::EthView eth{frame};
+    // Unicast to another MAC (a promiscuous port, or our MAC set in software only): not ours.
+    if ((frame[0] & 1) == 0 && eth.get(proto::Eth::dst) != ports_[p].mac) [[unlikely]] {
+      counters_.rx_not_for_us.add();
+      rte_pktmbuf_free(m);
+      return;
+    }
+    const uint16_t ether_type = eth.get(proto::Eth::ether_type);
+    if (ether_type == proto::kEtherTypeArp) [[unlikely]]
+      return dispatch_neighbor(p, m, true, from_wire);
+    if (ether_type == proto::kEtherTypeIpv6 && length >= proto::Eth::kSize + proto::Ipv6::kSize &&
+        proto::Ipv6View{frame + proto::Eth::kSize}.get(proto::Ipv6::next_header) == kIcmpv6NextHeader) [[unlikely]]
+      return dispatch_neighbor(p, m, false, from_wire);
+  }
+  const proto::ParseOptions options{.verify_icrc = from_wire, .verify_ip_checksum = from_wire};
+  const proto::ParseResult parsed = proto::parse_packet(std::span<const uint8_t>(frame, length), options);
+  if (!parsed.ok()) [[unlikely]] {
+    count_parse_error(parsed.error);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const proto::Qpn qpn = parsed.packet.bth().get(proto::Bth::dest_qp);
+  const EngineId owner = engine_of(qpn);
+  if (owner != id_) {
+    if (from_wire && owner < engine_count_) return redirect(owner, m);
+    counters_.rx_unknown_qp.add();
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const uint32_t local = local_index_of(qpn);
+  if (local >= qps_.size() || qps_[local].on_packet == nullptr) [[unlikely]] {
+    counters_.rx_unknown_qp.add();
+    rte_pktmbuf_free(m);
+    return;
+  }
+  counters_.rx_delivered.add();
+  const QpEndpoint& qp = qps_[local];
+  qp.on_packet(qp.self, *this, parsed.packet, p, m);
+}
+
+void EngineContext::dispatch_neighbor(PortIndex p, rte_mbuf* m, bool is_arp, bool from_wire) noexcept {
+  if (id_ != 0) {  // engine 0 owns ARP/ND (neighbor.h)
+    if (from_wire) return redirect(0, m);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  if (is_arp) {
+    handle_arp(*this, *neighbors_, ports_[p], m);
+  } else {
+    handle_icmpv6(*this, *neighbors_, ports_[p], m);
+  }
+}
+
+void EngineContext::count_parse_error(proto::ParseError e) noexcept {
+  if (is_not_roce(e)) {
+    counters_.rx_not_roce.add();
+  } else {
+    counters_.rx_drop[static_cast<std::size_t>(e)].add();
+  }
+}
+
+void EngineContext::redirect(EngineId owner, rte_mbuf* m) noexcept {
+  RedirectBatch& batch = redirect_batches_[owner];
+  batch.mbufs[batch.count++] = m;
+  if (batch.count == kMaxBurst) flush_redirect(owner);
+}
+
+void EngineContext::flush_redirect(EngineId owner) noexcept {
+  RedirectBatch& batch = redirect_batches_[owner];
+  if (batch.count == 0) return;
+  // Hands the mbufs to their owner. The ring's enqueue publishes its tail with a release and the owner's
+  // dequeue reads it with an acquire, so the packet bytes and mbuf fields written here are visible there.
+  const unsigned enqueued = ring_sp_enqueue_burst(redirect_out_[owner], batch.mbufs.data(), batch.count);
+  counters_.redirect_enqueued.add(enqueued);
+  if (enqueued < batch.count) [[unlikely]] {
+    counters_.redirect_ring_full.add(batch.count - enqueued);
+    rte_pktmbuf_free_bulk(batch.mbufs.data() + enqueued, batch.count - enqueued);
+  }
+  batch.count = 0;
+}
+
+uint32_t EngineContext::drain_redirects() noexcept {
+  uint32_t total = 0;
+  for (EngineId source = 0; source < engine_count_; ++source) {
+    if (source == id_) continue;
+    rte_mbuf* pkts[kMaxBurst];
+    const unsigned n = ring_sc_dequeue_burst(redirect_in_[source], pkts, rx_burst_);
+    for (unsigned i = 0; i < n; ++i) dispatch(port_index_of_id_[pkts[i]->port], pkts[i], false);
+    total += n;
+  }
+  if (total != 0) counters_.redirect_received.add(total);
+  return total;
+}
+
+uint32_t EngineContext::poll_pollers() noexcept {
+  uint32_t work = 0;
+  for (std::size_t i = 0; i < poller_count_; ++i) work += pollers_[i].poll(pollers_[i].self, *this) ? 1 : 0;
+  return work;
+}
+
+void EngineContext::capture(PortIndex p, CaptureDirection direction, const rte_mbuf* m) noexcept {
+  if (capture_->push(p, direction, m, rte_rdtsc())) {
+    counters_.capture_packets.add();
+  } else {
+    counters_.capture_drops.add();
+  }
+}
+
+void EngineContext::idle(uint32_t work) noexcept {
+  if (work != 0 || busy_poll_) {
+    idle_iterations_ = 0;
+    return;
+  }
+  if (idle_iterations_ < kIdlePauseIterations) {
+    if (++idle_iterations_ > kIdleSpinIterations) rte_pause();
+    return;
+  }
+  // The one syscall on the datapath, and only when there has been nothing to do for a while.
+  const timespec pause{0, kIdleSleepNanoseconds};
+  nanosleep(&pause, nullptr);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// TX
+
+rte_mbuf* EngineContext::alloc_mbuf() noexcept {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) [[unlikely]]
+    counters_.mbuf_alloc_failures.add();
+  return m;
+}
+
+bool EngineContext::send(PortIndex port, rte_mbuf* m) noexcept {
+  assert(port < tx_.size());
+  TxQueue& q = tx_[port];
+  if (capture_ != nullptr) capture(port, CaptureDirection::kOutbound, m);
+  if (q.backlog_size != 0) return push_backlog(q, m);  // stay behind the packets already waiting
+  q.batch[q.count++] = m;
+  if (q.count == tx_burst_) flush_tx(q);
+  return true;
+}
+
+uint32_t EngineContext::flush_all_tx() noexcept {
+  uint32_t sent = 0;
+  for (TxQueue& q : tx_) sent += flush_tx(q);
+  return sent;
+}
+
+uint32_t EngineContext::flush_tx(TxQueue& q) noexcept {
+  uint32_t sent = 0;
+  if (q.backlog_size != 0) {
+    sent += drain_backlog(q);
+    if (q.backlog_size != 0) {  // the queue is still full: the batch waits behind the backlog
+      for (uint16_t i = 0; i < q.count; ++i) push_backlog(q, q.batch[i]);
+      q.count = 0;
+      return sent;
+    }
+  }
+  if (q.count == 0) return sent;
+  const uint16_t n = transmit(q, q.batch.data(), q.count);
+  for (uint16_t i = n; i < q.count; ++i) push_backlog(q, q.batch[i]);
+  q.count = 0;
+  return sent + n;
+}
+
+uint32_t EngineContext::drain_backlog(TxQueue& q) noexcept {
+  const auto capacity = static_cast<uint32_t>(q.backlog.size());
+  uint32_t sent = 0;
+  for (unsigned round = 0; round < kBacklogRoundsPerFlush && q.backlog_size != 0; ++round) {
+    uint32_t chunk = capacity - q.backlog_head;  // contiguous part of the circular backlog
+    if (chunk > q.backlog_size) chunk = q.backlog_size;
+    if (chunk > tx_burst_) chunk = tx_burst_;
+    const uint16_t n = transmit(q, q.backlog.data() + q.backlog_head, static_cast<uint16_t>(chunk));
+    q.backlog_head += n;
+    if (q.backlog_head == capacity) q.backlog_head = 0;
+    q.backlog_size -= n;
+    sent += n;
+    if (n < chunk) break;  // the queue is full again
+  }
+  return sent;
+}
+
+uint16_t EngineContext::transmit(TxQueue& q, rte_mbuf** pkts, uint16_t n) noexcept {
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; ++i) bytes += pkts[i]->pkt_len;  // before the burst: sent mbufs are not ours after
+  const uint16_t sent = rte_eth_tx_burst(q.port_id, id_, pkts, n);
+  for (uint16_t i = sent; i < n; ++i) bytes -= pkts[i]->pkt_len;
+  if (sent != 0) {
+    const PortIndex p = port_index_of_id_[q.port_id];
+    counters_.tx_packets.add(sent);
+    counters_.tx_bytes.add(bytes);
+    port_counters_[p].tx_packets.add(sent);
+    port_counters_[p].tx_bytes.add(bytes);
+  }
+  return sent;
+}
+
+bool EngineContext::push_backlog(TxQueue& q, rte_mbuf* m) noexcept {
+  const auto capacity = static_cast<uint32_t>(q.backlog.size());
+  if (q.backlog_size == capacity) [[unlikely]] {
+    counters_.tx_backlog_drops.add();
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  uint32_t slot = q.backlog_head + q.backlog_size;
+  if (slot >= capacity) slot -= capacity;
+  q.backlog[slot] = m;
+  ++q.backlog_size;
+  return true;
+}
+
+void EngineContext::release_held_mbufs() noexcept {
+  for (TxQueue& q : tx_) {
+    rte_pktmbuf_free_bulk(q.batch.data(), q.count);
+    q.count = 0;
+    for (; q.backlog_size != 0; --q.backlog_size) {
+      rte_pktmbuf_free(q.backlog[q.backlog_head]);
+      if (++q.backlog_head == q.backlog.size()) q.backlog_head = 0;
+    }
+  }
+  for (RedirectBatch& b : redirect_batches_) {
+    rte_pktmbuf_free_bulk(b.mbufs.data(), b.count);
+    b.count = 0;
+  }
+  for (auto& f : faults_) {
+    rte_mbuf* held = nullptr;
+    if (f->release_held(&held) != 0) rte_pktmbuf_free(held);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Control side
+
+Engine::Engine(const EngineSetup& setup) : context_(setup) {}
+
+Engine::~Engine() { (void)stop(); }
+
+int Engine::lcore_main(void* engine) {
+  static_cast<Engine*>(engine)->context_.run();
+  return 0;
+}
+
+Status Engine::launch() {
+  const std::lock_guard lock(control_mutex_);
+  const unsigned lc = lcore();
+  if (state_ != State::kIdle) return Status::error("engine " + std::to_string(id()) + " was already launched");
+  if (!rte_lcore_is_enabled(lc) || lc == rte_get_main_lcore()) {
+    return Status::error("engine " + std::to_string(id()) + ": EAL lcore " + std::to_string(lc) +
+                         " is not a worker lcore (the EAL was started for fewer engines)");
+  }
+  if (rte_eal_get_lcore_state(lc) != WAIT)
+    return Status::error("engine " + std::to_string(id()) + ": lcore " + std::to_string(lc) + " is busy");
+  if (const int rc = rte_eal_remote_launch(&Engine::lcore_main, this, lc); rc != 0)
+    return Status::error("engine " + std::to_string(id()) + ": rte_eal_remote_launch: " + rte_strerror(-rc));
+  state_ = State::kRunning;
+  return {};
+}
+
+Status Engine::stop() {
+  EngineCommand command;
+  command.run = [](void*, EngineContext& ctx) { ctx.running_ = false; };
+  {
+    const std::lock_guard lock(control_mutex_);
+    if (state_ == State::kIdle) state_ = State::kStopped;
+    if (state_ != State::kRunning) return {};
+    if (Status s = post_locked(command); !s.ok()) return s;
+    state_ = State::kStopping;  // no command can be posted after the stop
+  }
+  wait_until_done(command);
+  (void)rte_eal_wait_lcore(lcore());
+  const std::lock_guard lock(control_mutex_);
+  state_ = State::kStopped;
+  return {};
+}
+
+Status Engine::post_locked(EngineCommand& command) {
+  // SP enqueue under control_mutex_; the ring's release pairs with the engine's acquire on dequeue.
+  if (!ring_sp_enqueue(context_.mailbox_, &command))
+    return Status::error("engine " + std::to_string(id()) + ": the mailbox is full");
+  return {};
+}
+
+void Engine::wait_until_done(const EngineCommand& command) {
+  // The engine answers within one loop iteration (or one backoff sleep): spin briefly, then sleep.
+  for (unsigned spins = 0; !command_is_done(command); ++spins) {
+    if (spins < 1000) {
+      rte_pause();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+}
+
+Status Engine::execute(EngineCommand& command) {
+  // An engine never blocks: waiting on itself would deadlock, and waiting on another engine stalls its datapath.
+  if (rte_lcore_id() != LCORE_ID_ANY && rte_lcore_id() != rte_get_main_lcore())
+    return Status::error("engine " + std::to_string(id()) + ": commands are posted from control threads, not engines");
+  {
+    const std::lock_guard lock(control_mutex_);
+    if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
+    if (Status s = post_locked(command); !s.ok()) return s;
+  }
+  wait_until_done(command);
+  return {};
+}
+
+Status Engine::register_qp(proto::Qpn qpn, QpEndpoint endpoint) {
+  if (engine_of(qpn) != id()) {
+    return Status::error("QPN " + std::to_string(qpn.value()) + " belongs to engine " + std::to_string(engine_of(qpn)) +
+                         ", not engine " + std::to_string(id()));
+  }
+  const uint32_t local = local_index_of(qpn);
+  if (local >= context_.qps_.size()) {  // the table's size never changes after construction
+    return Status::error("QPN " + std::to_string(qpn.value()) + ": local index " + std::to_string(local) +
+                         " is beyond engine.max_qps_per_engine (" + std::to_string(context_.qps_.size()) + ")");
+  }
+  if (endpoint.on_packet == nullptr) return Status::error("register_qp: the endpoint has no packet handler");
+  bool taken = false;
+  Status s = call([&](EngineContext& ctx) {
+    QpEndpoint& slot = ctx.qps_[local];
+    taken = slot.on_packet != nullptr;
+    if (!taken) slot = endpoint;
+  });
+  if (!s.ok()) return s;
+  if (taken) return Status::error("QPN " + std::to_string(qpn.value()) + " is already registered");
+  return {};
+}
+
+Status Engine::unregister_qp(proto::Qpn qpn) {
+  if (engine_of(qpn) != id() || local_index_of(qpn) >= context_.qps_.size())
+    return Status::error("QPN " + std::to_string(qpn.value()) + " is not on engine " + std::to_string(id()));
+  const uint32_t local = local_index_of(qpn);
+  return call([&](EngineContext& ctx) { ctx.qps_[local] = QpEndpoint{}; });
+}
+
+Status Engine::add_poller(Poller poller) {
+  if (poller.poll == nullptr) return Status::error("add_poller: no poll function");
+  bool full = false;
+  Status s = call([&](EngineContext& ctx) {
+    full = ctx.poller_count_ == kMaxPollers;
+    if (!full) ctx.pollers_[ctx.poller_count_++] = poller;
+  });
+  if (!s.ok()) return s;
+  if (full)
+    return Status::error("engine " + std::to_string(id()) + " already has " + std::to_string(kMaxPollers) + " pollers");
+  return {};
+}
+
+Status Engine::remove_poller(void* self) {
+  bool found = false;
+  Status s = call([&](EngineContext& ctx) {
+    for (std::size_t i = 0; i < ctx.poller_count_; ++i) {
+      if (ctx.pollers_[i].self != self) continue;
+      ctx.pollers_[i] = ctx.pollers_[--ctx.poller_count_];
+      found = true;
+      return;
+    }
+  });
+  if (!s.ok()) return s;
+  if (!found) return Status::error("remove_poller: no such poller");
+  return {};
+}
+
+}  // namespace uroce::dataplane
