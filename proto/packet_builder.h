@@ -36,6 +36,26 @@ constexpr Ipv4Addr gid_to_ipv4(const Gid& g) noexcept {
                   static_cast<uint32_t>(g[14]) << 8 | g[15]};
 }
 
+// The RoCEv2 UDP source port Linux derives for an RC QP pair (rdma_get_udp_sport,
+// used by mlx5, hns, irdma and rxe; rocev2.md §1.4): a 20-bit flow label hashed from
+// the QPNs unless one is given, folded into 0xC000-0xFFFF. Constant for the QP's life,
+// so one QP's packets follow one ECMP path.
+constexpr uint16_t roce_udp_source_port(Qpn local, Qpn remote, uint32_t flow_label = 0) noexcept {
+  if (flow_label == 0) {
+    uint64_t v = uint64_t{local.value()} * remote.value();
+    v ^= v >> 20;
+    v ^= v >> 40;
+    flow_label = static_cast<uint32_t>(v & 0xFFFFF);
+  }
+  const uint32_t low = flow_label & 0x3FFF;
+  const uint32_t high = flow_label & 0xFC000;
+  return static_cast<uint16_t>((low ^ (high >> 14)) | 0xC000);
+}
+static_assert(roce_udp_source_port(Qpn{0x11}, Qpn{0x12}) == 0xC132);
+static_assert(roce_udp_source_port(Qpn{0x108}, Qpn{0x1A2}) == 0xEF16);
+static_assert(roce_udp_source_port(Qpn{0x2DA6}, Qpn{0x3606}) == 0xD576);
+static_assert(roce_udp_source_port(Qpn{0x123456}, Qpn{0x654321}) == 0xF787);
+
 struct PacketSpec {
   // L2
   MacAddr dst_mac{};

@@ -103,11 +103,19 @@ void RcQp::on_ack(const ParsedPacket& p) noexcept {
     if (!retry_pending_) retry_or_fail(CompletionStatus::kRetryExceeded);
     return;
   }
-  ++counters_.req_remote_error;
   switch (syndrome.nak_code()) {
-    case NakCode::kInvalidRequest: enter_error(CompletionStatus::kRemoteInvalidRequest); break;
-    case NakCode::kRemoteAccessError: enter_error(CompletionStatus::kRemoteAccessError); break;
-    default: enter_error(CompletionStatus::kRemoteOperationalError); break;
+    case NakCode::kInvalidRequest:
+      ++counters_.req_remote_invalid_request;
+      enter_error(CompletionStatus::kRemoteInvalidRequest);
+      break;
+    case NakCode::kRemoteAccessError:
+      ++counters_.req_remote_access_error;
+      enter_error(CompletionStatus::kRemoteAccessError);
+      break;
+    default:
+      ++counters_.req_remote_operational_error;
+      enter_error(CompletionStatus::kRemoteOperationalError);
+      break;
   }
 }
 

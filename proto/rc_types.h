@@ -152,7 +152,9 @@ struct RcCounters {
   uint64_t resp_local_length_error = 0;
   uint64_t resp_remote_access_error = 0;
   uint64_t resp_invalid_request = 0;
-  uint64_t req_remote_error = 0;
+  uint64_t req_remote_access_error = 0;
+  uint64_t req_remote_invalid_request = 0;
+  uint64_t req_remote_operational_error = 0;
   uint64_t tx_backpressure = 0;  // no TX buffer: the state machine retries later
 };
 

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target for a bounded time on a seed corpus made from the rxe
 # captures. Any crash, sanitizer report or oracle abort fails (non-zero exit).
-# usage: run_fuzz.sh FUZZER CAPTURES_DIR SECONDS
+# usage: run_fuzz.sh FUZZER CAPTURES_DIR|none SECONDS
 set -euo pipefail
-fuzzer=$(realpath "$1") captures=$(realpath "$2") seconds=$3
+fuzzer=$(realpath "$1") seconds=$3
 work=$(mktemp -d /tmp/uroce-fuzz.XXXXXX)
 trap 'rm -rf "$work"' EXIT
-python3 "$(dirname "$0")/seed_corpus.py" "$captures" "$work/seeds"
+mkdir -p "$work/seeds"
+[ "$2" = none ] || python3 "$(dirname "$0")/seed_corpus.py" "$(realpath "$2")" "$work/seeds"
 mkdir -p "$work/corpus"
 cd "$work"
 "$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -max_len=9000 -timeout=10 \

@@ -1,0 +1,385 @@
+#include "dataplane/rc_transport.h"
+
+#include "dataplane/ring.h"
+
+#include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace uroce::dataplane {
+
+namespace {
+
+constexpr unsigned kPacketBudget = 32;  // per QP per poll: bounded work per loop iteration
+constexpr uint32_t kMemorySlots = 1u << 16;
+
+uint32_t next_pow2(uint32_t n) {
+  uint32_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+proto::Gid gid_of(const config::IpAddress& ip) {
+  proto::Gid g{};
+  if (ip.is_v6) {
+    std::memcpy(g.data(), ip.bytes.data(), 16);
+  } else {
+    g = proto::gid_from_ipv4(proto::Ipv4Addr{static_cast<uint32_t>(ip.bytes[0]) << 24 |
+                                             static_cast<uint32_t>(ip.bytes[1]) << 16 |
+                                             static_cast<uint32_t>(ip.bytes[2]) << 8 | ip.bytes[3]});
+  }
+  return g;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- RcQueuePair
+
+RcQueuePair::RcQueuePair(proto::Qpn qpn, const RcQueuePairSetup& setup, EngineTransport& engine)
+    : qpn_(qpn), setup_(setup), engine_(engine) {}
+
+void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex,
+                            rte_mbuf* mbuf) {
+  auto& qp = *static_cast<RcQueuePair*>(self);
+  qp.ctx_ = &ctx;
+  qp.qp_.on_packet(packet);
+  rte_pktmbuf_free(mbuf);  // payload was copied into registered memory: nothing keeps the mbuf
+  // ACKs, responses and newly allowed sends go out from poll(), after the whole RX
+  // burst, so one ACK covers every packet of the burst (coalescing).
+  qp.engine_.activate(qp);
+}
+
+bool RcQueuePair::poll(EngineContext& ctx) noexcept {
+  ctx_ = &ctx;
+  if (qp_.state() == proto::QpState::kReset) return false;
+  const uint64_t deadline = qp_.next_deadline_ns();
+  if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
+  const unsigned sent = qp_.send(kPacketBudget);
+  const unsigned answered = qp_.respond(kPacketBudget);
+  // Tell the application which SQ slots it may reuse. Release: the engine's reads of
+  // retired WQEs happen before the application overwrites them.
+  const uint32_t head = qp_.send_queue_head();
+  if (head != published_sq_head_) {
+    published_sq_head_ = head;
+    setup_.send_queue->publish_head(head);
+  }
+  return sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses();
+}
+
+uint8_t* RcQueuePair::tx_begin(std::size_t length) {
+  rte_mbuf* m = ctx_->alloc_mbuf();
+  if (m == nullptr) return nullptr;  // empty pool: backpressure, counted by the engine
+  char* data = rte_pktmbuf_append(m, static_cast<uint16_t>(length));
+  if (data == nullptr) {  // frame larger than the data room: a configuration error, never a crash
+    rte_pktmbuf_free(m);
+    return nullptr;
+  }
+  tx_mbuf_ = m;
+  return reinterpret_cast<uint8_t*>(data);
+}
+
+void RcQueuePair::tx_commit(std::size_t) {
+  ctx_->send(setup_.port, tx_mbuf_);
+  tx_mbuf_ = nullptr;
+}
+
+uint64_t RcQueuePair::now_ns() {
+  return static_cast<uint64_t>((static_cast<unsigned __int128>(ctx_->now()) * engine_.ns_per_tsc_q32()) >> 32);
+}
+
+uint8_t* RcQueuePair::resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) {
+  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd);
+}
+
+uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) {
+  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd);
+}
+
+bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
+  return engine_.memory().invalidate_remote(token.value(), setup_.pd);
+}
+
+const proto::RecvWqe* RcQueuePair::pop_receive() {
+  ReceiveQueue& rq = *setup_.receive_queue;
+  const uint32_t head = rq.consumer_own_head();
+  if (head == rq.tail()) return nullptr;
+  popped_ = rq.slot(head);  // copy before the slot is handed back
+  rq.publish_head(head + 1);
+  return &popped_;
+}
+
+uint32_t RcQueuePair::receive_credits() {
+  const ReceiveQueue& rq = *setup_.receive_queue;
+  return rq.tail() - rq.consumer_own_head();
+}
+
+uint32_t RcQueuePair::send_queue_tail() { return setup_.send_queue->tail(); }
+
+void RcQueuePair::complete_send(const proto::Completion& c) { (void)setup_.send_cq->push(c, qpn_.value(), false); }
+
+void RcQueuePair::complete_receive(const proto::Completion& c) {
+  (void)setup_.receive_cq->push(c, qpn_.value(), true);
+}
+
+void RcQueuePair::flush_receives() {
+  while (const proto::RecvWqe* r = pop_receive()) {
+    proto::Completion c;
+    c.context = r->context;
+    c.status = proto::CompletionStatus::kWorkRequestFlushed;
+    complete_receive(c);
+  }
+}
+
+// Adds what the QP counted since the last sync to the engine's transport counters
+// (exported through telemetry under the rxe/mlx5 names).
+void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
+  const proto::RcCounters& now = qp_.counters();
+  proto::RcCounters& was = synced_;
+  const auto add = [](Counter& c, uint64_t current, uint64_t& previous) {
+    c.add(current - previous);
+    previous = current;
+  };
+  add(t.out_of_sequence, now.out_of_sequence, was.out_of_sequence);
+  add(t.duplicate_request, now.duplicate_request, was.duplicate_request);
+  add(t.packet_seq_err, now.packet_seq_err, was.packet_seq_err);
+  add(t.implied_nak_seq_err, now.implied_nak_seq_err, was.implied_nak_seq_err);
+  add(t.local_ack_timeout_err, now.local_ack_timeout_err, was.local_ack_timeout_err);
+  add(t.rnr_nak_retry_err, now.rnr_nak_retry_err, was.rnr_nak_retry_err);
+  add(t.rcvd_rnr_err, now.rnr_nak_received, was.rnr_nak_received);
+  uint64_t out_of_buffer_seen = was.rnr_nak_sent;  // one event, two names (rxe and mlx5)
+  add(t.out_of_buffer, now.rnr_nak_sent, out_of_buffer_seen);
+  add(t.send_rnr_err, now.rnr_nak_sent, was.rnr_nak_sent);
+  add(t.retry_exceeded_err, now.retry_exceeded_err, was.retry_exceeded_err);
+  add(t.rx_write_requests, now.rx_write_requests, was.rx_write_requests);
+  add(t.rx_read_requests, now.rx_read_requests, was.rx_read_requests);
+  add(t.rx_atomic_requests, now.rx_atomic_requests, was.rx_atomic_requests);
+  add(t.resp_local_length_error, now.resp_local_length_error, was.resp_local_length_error);
+  add(t.resp_remote_access_errors, now.resp_remote_access_error, was.resp_remote_access_error);
+  add(t.req_remote_access_errors, now.req_remote_access_error, was.req_remote_access_error);
+  add(t.req_remote_invalid_request, now.req_remote_invalid_request, was.req_remote_invalid_request);
+}
+
+// ------------------------------------------------------------ EngineTransport
+
+EngineTransport::EngineTransport(EngineId id, uint32_t memory_slots, uint32_t doorbell_capacity)
+    : memory_(memory_slots) {
+  const std::string name = "uroce_db" + std::to_string(id);
+  // Many application threads ring, one engine drains: MP/SC.
+  doorbells_ = rte_ring_create(name.c_str(), next_pow2(doorbell_capacity + 1), SOCKET_ID_ANY, RING_F_SC_DEQ);
+  active_.reserve(doorbell_capacity);  // never grows on the datapath
+  ns_per_tsc_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / rte_get_tsc_hz());
+}
+
+EngineTransport::~EngineTransport() { rte_ring_free(doorbells_); }
+
+void EngineTransport::activate(RcQueuePair& qp) noexcept {
+  if (qp.active) return;
+  qp.active = true;
+  active_.push_back(&qp);  // capacity reserved for every QP of the engine
+}
+
+void EngineTransport::forget(RcQueuePair& qp) noexcept {
+  if (qp.active) {
+    qp.active = false;
+    active_.erase(std::find(active_.begin(), active_.end(), &qp));
+  }
+  // The application may not post while it closes the QP (NDK object lifetime rules),
+  // so no new doorbell for it can arrive; drop those already queued.
+  RcQueuePair* rung[kMaxRingBurst];
+  std::vector<RcQueuePair*> others;
+  while (unsigned n = ring_sc_dequeue_burst(doorbells_, rung, kMaxRingBurst)) {
+    for (unsigned i = 0; i < n; ++i)
+      if (rung[i] != &qp) others.push_back(rung[i]);
+  }
+  for (RcQueuePair* o : others) {
+    o->release_doorbell();
+    activate(*o);
+  }
+}
+
+bool EngineTransport::enqueue_doorbell(RcQueuePair& qp) noexcept {
+  return doorbells_ != nullptr && ring_mp_enqueue(doorbells_, &qp);
+}
+
+bool EngineTransport::poll(void* self, EngineContext& ctx) {
+  auto& et = *static_cast<EngineTransport*>(self);
+  RcQueuePair* rung[kMaxRingBurst];
+  const unsigned n = ring_sc_dequeue_burst(et.doorbells_, rung, kMaxRingBurst);
+  for (unsigned i = 0; i < n; ++i) {
+    RcQueuePair* qp = rung[i];
+    qp->release_doorbell();  // before reading the SQ tail in poll(): a later post rings again
+    et.activate(*qp);
+  }
+  bool worked = n != 0;
+  for (std::size_t i = 0; i < et.active_.size();) {
+    RcQueuePair* qp = et.active_[i];
+    if (qp->poll(ctx)) {
+      worked = true;
+      ++i;
+    } else {
+      qp->sync_counters(ctx.counters().transport);  // exact whenever the QP is idle
+      qp->active = false;
+      et.active_[i] = et.active_.back();
+      et.active_.pop_back();
+    }
+  }
+  return worked;
+}
+
+// --------------------------------------------------------------- RcTransport
+
+Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
+  std::unique_ptr<RcTransport> t(new RcTransport(dataplane));
+  const uint32_t max_qps = dataplane.config().engine.max_qps_per_engine;
+  for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
+    t->engines_.push_back(std::make_unique<EngineTransport>(e, kMemorySlots, max_qps));
+    t->qp_slots_.emplace_back(max_qps, false);
+    t->qp_slots_.back()[0] = true;  // QPN 0 is never used
+    if (e == 0) t->qp_slots_.back()[1] = true;  // QPN 1 is the GSI QP (connection management)
+    const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
+    if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());
+  }
+  return t;
+}
+
+RcTransport::~RcTransport() {
+  for (EngineId e = 0; e < engines_.size(); ++e) (void)dataplane_.engine(e).remove_poller(engines_[e].get());
+  for (auto& qp : qps_) (void)dataplane_.engine(engine_of(qp->qpn())).unregister_qp(qp->qpn());
+}
+
+Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSetup& setup) {
+  if (engine >= engines_.size()) return Status::error("no engine " + std::to_string(engine));
+  if (setup.port >= dataplane_.port_count()) return Status::error("no port " + std::to_string(setup.port));
+  if (setup.send_queue == nullptr || setup.receive_queue == nullptr || setup.send_cq == nullptr ||
+      setup.receive_cq == nullptr)
+    return Status::error("a QP needs a send queue, a receive queue and two completion queues");
+  const uint32_t sq = setup.send_queue->capacity();
+  if (sq == 0 || (sq & (sq - 1)) != 0) return Status::error("send queue capacity must be a power of two");
+  std::lock_guard lock(mutex_);
+  auto& slots = qp_slots_[engine];
+  const auto free = std::find(slots.begin(), slots.end(), false);
+  if (free == slots.end()) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+  *free = true;
+  const proto::Qpn qpn = make_qpn(engine, static_cast<uint32_t>(free - slots.begin()));
+  auto qp = std::make_unique<RcQueuePair>(qpn, setup, *engines_[engine]);
+  const Status s = dataplane_.engine(engine).register_qp(qpn, QpEndpoint{&RcQueuePair::on_packet, qp.get()});
+  if (!s.ok()) {
+    *free = false;
+    return s;
+  }
+  qps_.push_back(std::move(qp));
+  return qps_.back().get();
+}
+
+Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::RcQpAttributes& attributes,
+                            std::chrono::milliseconds resolve_timeout) {
+  const Port& port = dataplane_.port(qp.setup().port);
+  proto::MacAddr mac;
+  if (peer.mac) {
+    mac = *peer.mac;
+  } else {
+    Result<proto::MacAddr> resolved = dataplane_.resolve(qp.setup().port, peer.ip, resolve_timeout);
+    if (!resolved.ok()) return Status::error("QP " + std::to_string(qp.qpn().value()) + ": " + resolved.error());
+    mac = resolved.value();
+  }
+  // Our source address: the port's first address of the peer's IP version.
+  proto::PacketSpec spec;
+  if (peer.ip.is_v6) {
+    if (port.ipv6.empty()) return Status::error("port " + port.name + " has no IPv6 address for an IPv6 peer");
+    std::memcpy(spec.src_gid.data(), port.ipv6.front().data(), 16);
+  } else {
+    if (port.ipv4.empty()) return Status::error("port " + port.name + " has no IPv4 address for an IPv4 peer");
+    spec.src_gid = proto::gid_from_ipv4(port.ipv4.front());
+  }
+  spec.dst_gid = gid_of(peer.ip);
+  spec.src_mac = port.mac;
+  spec.dst_mac = mac;
+  spec.hop_limit = peer.hop_limit;
+  spec.traffic_class = peer.traffic_class;
+  spec.udp_src_port = proto::roce_udp_source_port(qp.qpn(), peer.qpn);
+  spec.dest_qp = peer.qpn;
+  proto::PacketTemplate headers;
+  headers.init(spec);
+
+  proto::RcQpAttributes attrs = attributes;
+  attrs.local_qpn = qp.qpn();
+  attrs.remote_qpn = peer.qpn;
+  attrs.receive_psn = peer.psn;
+  attrs.path_mtu = std::min(attributes.path_mtu, peer.path_mtu);
+  attrs.max_rd_atomic = std::min(attributes.max_rd_atomic, peer.max_dest_rd_atomic);
+  attrs.access = qp.setup().access;
+  if (port.mtu < attrs.path_mtu + 80)
+    return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
+                         std::to_string(attrs.path_mtu));
+  return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
+    qp.ctx_ = &ctx;
+    qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);
+    qp.published_sq_head_ = qp.qp_.send_queue_head();
+    engines_[engine_of(qp.qpn())]->activate(qp);
+  });
+}
+
+Status RcTransport::destroy_qp(RcQueuePair* qp) {
+  std::lock_guard lock(mutex_);
+  const auto it = std::find_if(qps_.begin(), qps_.end(), [&](const auto& p) { return p.get() == qp; });
+  if (it == qps_.end()) return Status::error("no such QP");
+  const EngineId e = engine_of(qp->qpn());
+  Status s = dataplane_.engine(e).unregister_qp(qp->qpn());
+  if (!s.ok()) return s;
+  // Off the active list, on the engine, before the memory goes.
+  s = dataplane_.engine(e).call([&](EngineContext& ctx) {
+    qp->ctx_ = &ctx;
+    if (qp->qp_.state() != proto::QpState::kReset) qp->qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
+    qp->sync_counters(ctx.counters().transport);
+    engines_[e]->forget(*qp);
+  });
+  if (!s.ok()) return s;
+  qp_slots_[e][local_index_of(qp->qpn())] = false;
+  qps_.erase(it);
+  return Status{};
+}
+
+Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
+                                              bool remotely_invalidatable) {
+  if (length == 0 || addr + length < addr) return Status::error("memory range is empty or wraps");
+  // Remote write/atomic access requires local write too (verbs rule, rocev2.md §5).
+  if ((access & (proto::kAccessRemoteWrite | proto::kAccessRemoteAtomic)) && !(access & proto::kAccessLocalWrite))
+    return Status::error("remote write or atomic access requires local write access");
+  std::lock_guard lock(mutex_);
+  uint32_t slot;
+  if (!free_memory_slots_.empty()) {
+    slot = free_memory_slots_.back();
+    free_memory_slots_.pop_back();
+  } else if (next_memory_slot_ < kMemorySlots) {
+    slot = next_memory_slot_++;
+  } else {
+    return Status::error("no free memory registration slots");
+  }
+  const MemoryRegion region{addr, length, access, pd, slot << 8 | ++key_generation_, remotely_invalidatable};
+  for (EngineId e = 0; e < engines_.size(); ++e) {
+    const Status s = dataplane_.engine(e).call([&](EngineContext&) { engines_[e]->memory().insert(region); });
+    if (!s.ok()) return s;
+  }
+  return region.token;
+}
+
+Status RcTransport::deregister_memory(uint32_t token) {
+  std::lock_guard lock(mutex_);
+  for (EngineId e = 0; e < engines_.size(); ++e) {
+    const Status s = dataplane_.engine(e).call([&](EngineContext&) { engines_[e]->memory().erase(token); });
+    if (!s.ok()) return s;
+  }
+  free_memory_slots_.push_back(MemoryTable::index_of(token));
+  return Status{};
+}
+
+void RcTransport::ring_doorbell(RcQueuePair& qp) noexcept {
+  if (qp.claim_doorbell() && !engines_[engine_of(qp.qpn())]->enqueue_doorbell(qp)) qp.release_doorbell();
+}
+
+}  // namespace uroce::dataplane

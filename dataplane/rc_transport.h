@@ -1,0 +1,179 @@
+// The RC transport on the engines: RC queue pairs bound to their owning engine,
+// registered memory replicated per engine, and doorbells from application threads.
+//
+//   RcTransport        control path: creates QPs (the QPN picks the engine), connects
+//                      them (ARP/ND, header template, attributes), registers memory on
+//                      every engine, and rings doorbells.
+//   EngineTransport    one per engine, touched only by that engine: its memory table,
+//                      its QPs, the doorbell ring, and the list of QPs with work.
+//   RcQueuePair        one QP: proto::RcQp (the state machines) plus the RcEnv that
+//                      binds it to mbufs, the engine's memory table, its SQ/RQ and CQs.
+//
+// The application side of a QP is its SendQueue/ReceiveQueue/CompletionQueue
+// (work_queues.h). Posting is: write the WQE, SendQueue::publish_tail(), then
+// RcTransport::ring_doorbell() (skipped under NDK_OP_FLAG_DEFER).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "config/config.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/memory_table.h"
+#include "dataplane/work_queues.h"
+#include "proto/rc_qp.h"
+
+struct rte_mbuf;
+struct rte_ring;
+
+namespace uroce::dataplane {
+
+class EngineTransport;
+
+// What a QP is made of before it connects.
+struct RcQueuePairSetup {
+  PortIndex port = 0;
+  uint32_t pd = 0;
+  SendQueue* send_queue = nullptr;  // capacity a power of two
+  ReceiveQueue* receive_queue = nullptr;
+  CompletionQueue* send_cq = nullptr;
+  CompletionQueue* receive_cq = nullptr;
+  uint32_t access = proto::kAccessRemoteWrite | proto::kAccessRemoteRead | proto::kAccessRemoteAtomic;
+};
+
+// Where the peer is and how to talk to it: what perftest / ibv_rc_pingpong exchange
+// out of band (rocev2.md §8.1-8.2).
+struct RcPeer {
+  proto::Qpn qpn{};
+  proto::Psn psn{};                // the peer's first request PSN (our receive PSN)
+  config::IpAddress ip{};
+  std::optional<proto::MacAddr> mac;  // resolved with ARP/ND when absent
+  uint32_t path_mtu = 1024;
+  uint8_t hop_limit = 64;
+  uint8_t traffic_class = 0;
+  uint8_t max_dest_rd_atomic = 16;    // the peer's responder resources: caps our initiator depth
+};
+
+class RcQueuePair final : public proto::RcEnv {
+ public:
+  RcQueuePair(proto::Qpn qpn, const RcQueuePairSetup& setup, EngineTransport& engine);
+
+  [[nodiscard]] proto::Qpn qpn() const noexcept { return qpn_; }
+  [[nodiscard]] const RcQueuePairSetup& setup() const noexcept { return setup_; }
+  // Engine only (the state machines are not thread-safe); counters may be read
+  // racily for reporting.
+  [[nodiscard]] proto::RcQp& protocol() noexcept { return qp_; }
+
+  // --- engine side ---
+  static void on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port,
+                        rte_mbuf* mbuf);
+  // Sends, responds and runs timers; false when the QP has nothing left to do until
+  // a packet or a doorbell arrives.
+  bool poll(EngineContext& ctx) noexcept;
+
+  // Doorbell de-duplication: true if the caller must enqueue the QP (the flag was clear).
+  bool claim_doorbell() noexcept { return !doorbell_pending_.exchange(true, std::memory_order_acq_rel); }
+  // An RMW, not a store: it reads the flag the last ringer set (acquire), so that
+  // ringer's SQ tail is visible to the poll that follows.
+  void release_doorbell() noexcept { doorbell_pending_.exchange(false, std::memory_order_acq_rel); }
+  bool active = false;  // on the engine's active list (engine only)
+  void sync_counters(TransportCounters& engine_counters) noexcept;
+
+  // --- proto::RcEnv ---
+  uint8_t* tx_begin(std::size_t length) override;
+  void tx_commit(std::size_t length) override;
+  uint64_t now_ns() override;
+  uint8_t* resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) override;
+  uint8_t* resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) override;
+  bool invalidate_remote(proto::RemoteToken token) override;
+  const proto::RecvWqe* pop_receive() override;
+  uint32_t receive_credits() override;
+  uint32_t send_queue_tail() override;
+  void complete_send(const proto::Completion& c) override;
+  void complete_receive(const proto::Completion& c) override;
+  void flush_receives() override;
+
+ private:
+  friend class RcTransport;
+
+  proto::Qpn qpn_;
+  RcQueuePairSetup setup_;
+  EngineTransport& engine_;
+  proto::RcQp qp_;
+  EngineContext* ctx_ = nullptr;  // set while the engine runs this QP
+  rte_mbuf* tx_mbuf_ = nullptr;
+  proto::RecvWqe popped_{};
+  uint32_t published_sq_head_ = 0;
+  proto::RcCounters synced_{};  // what sync_counters() last added to the engine's counters
+  std::atomic<bool> doorbell_pending_{false};
+};
+
+class EngineTransport {
+ public:
+  EngineTransport(EngineId id, uint32_t memory_slots, uint32_t doorbell_capacity);
+  ~EngineTransport();
+  EngineTransport(const EngineTransport&) = delete;
+  EngineTransport& operator=(const EngineTransport&) = delete;
+
+  [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
+  [[nodiscard]] uint64_t ns_per_tsc_q32() const noexcept { return ns_per_tsc_q32_; }
+
+  // Engine side: the Poller. Drains doorbells into the active list and polls it.
+  static bool poll(void* self, EngineContext& ctx);
+  void activate(RcQueuePair& qp) noexcept;
+  // Control path, on the engine: forgets `qp` (active list and pending doorbells).
+  void forget(RcQueuePair& qp) noexcept;
+
+  // Application threads: multi-producer enqueue onto this engine's doorbell ring.
+  bool enqueue_doorbell(RcQueuePair& qp) noexcept;
+
+ private:
+  MemoryTable memory_;
+  rte_ring* doorbells_ = nullptr;
+  std::vector<RcQueuePair*> active_;
+  uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC tick in 32.32 fixed point
+};
+
+// The control path of the RC transport for one Dataplane.
+class RcTransport {
+ public:
+  [[nodiscard]] static Result<std::unique_ptr<RcTransport>> start(Dataplane& dataplane);
+  ~RcTransport();
+
+  // A QP on `engine` (its QPN encodes it), registered with the engine but not yet
+  // connected: packets for it are dropped until connect().
+  [[nodiscard]] Result<RcQueuePair*> create_qp(EngineId engine, const RcQueuePairSetup& setup);
+  // Moves the QP to RTS towards `peer` (RESET -> INIT -> RTR -> RTS in one step).
+  [[nodiscard]] Status connect(RcQueuePair& qp, const RcPeer& peer, const proto::RcQpAttributes& attributes,
+                               std::chrono::milliseconds resolve_timeout = std::chrono::seconds(3));
+  [[nodiscard]] Status destroy_qp(RcQueuePair* qp);
+
+  // Registers [addr, addr + length) with `access` in protection domain `pd` on every
+  // engine; returns the token (used as both L_Key and R_Key).
+  [[nodiscard]] Result<uint32_t> register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
+                                                 bool remotely_invalidatable = false);
+  [[nodiscard]] Status deregister_memory(uint32_t token);
+
+  // After SendQueue::publish_tail(): wakes the owning engine. Any thread.
+  void ring_doorbell(RcQueuePair& qp) noexcept;
+
+  [[nodiscard]] Dataplane& dataplane() noexcept { return dataplane_; }
+  [[nodiscard]] EngineTransport& engine(EngineId e) noexcept { return *engines_[e]; }
+
+ private:
+  explicit RcTransport(Dataplane& dataplane) : dataplane_(dataplane) {}
+
+  Dataplane& dataplane_;
+  std::vector<std::unique_ptr<EngineTransport>> engines_;
+  std::vector<std::vector<bool>> qp_slots_;  // [engine][local index] in use (control path, under mutex_)
+  std::vector<std::unique_ptr<RcQueuePair>> qps_;
+  std::vector<uint32_t> free_memory_slots_;
+  uint32_t next_memory_slot_ = 1;
+  uint8_t key_generation_ = 0;
+  std::mutex mutex_;
+};
+
+}  // namespace uroce::dataplane
