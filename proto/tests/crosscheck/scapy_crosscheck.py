@@ -564,9 +564,42 @@ def check_uroce_built_with_tshark(results, tshark, pcap, packets):
     print('B: %d uroce-built frames checked by tshark' % len(packets))
 
 
+def check_capture(results, tshark, path, expected_opcodes):
+    """Wire truth for a capture the engines wrote (pcap or pcapng): every RoCEv2 frame has
+    the ICRC scapy computes and decodes in tshark as that opcode with no malformed-packet
+    or warning-level expert info; and the capture holds every expected opcode."""
+    packets = rdpcap(path)
+    rows = run_tshark(tshark, path)
+    seen = collections.Counter()
+    for i, pkt in enumerate(packets):
+        if UDP not in pkt or pkt[UDP].dport != ROCE_PORT:
+            continue
+        what = 'capture frame %d' % (i + 1)
+        if not results.check(BTH in pkt, what + ': scapy finds no BTH'):
+            continue
+        name = OPCODE_NAMES.get(pkt[BTH].opcode, '0x%02x' % pkt[BTH].opcode)
+        seen[name] += 1
+        row = rows.get(i + 1, {})
+        problems = []
+        if reference_icrc(pkt) != wire_icrc(pkt):
+            problems.append('ICRC on the wire %s, scapy computes %s' % (wire_icrc(pkt).hex(), reference_icrc(pkt).hex()))
+        if tshark_int(row.get('infiniband.bth.opcode') or '-1') != pkt[BTH].opcode:
+            problems.append('tshark decodes opcode %s' % row.get('infiniband.bth.opcode'))
+        severities = [int(s) for s in row.get('_ws.expert.severity', '').split('|') if s]
+        if row.get('_ws.malformed') or any(s >= EXPERT_WARNING for s in severities):
+            problems.append('expert info: %s %s' % (row.get('_ws.expert.message'), row.get('_ws.malformed')))
+        results.check(not problems, '%s (%s): %s' % (what, name, '; '.join(problems)))
+    for name in expected_opcodes:
+        results.check(seen[name] > 0, 'capture has no %s frame' % name)
+    print('capture %s: %d RoCEv2 frames: %s' % (path, sum(seen.values()),
+                                                ' '.join('%s=%d' % kv for kv in sorted(seen.items()))))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument('--pcap-check', required=True, help='path to the uroce_pcap_check executable')
+    parser.add_argument('--capture', help='check this capture written by uroce instead of the cross-check')
+    parser.add_argument('--expect', nargs='*', default=[], help='with --capture: opcode names that must appear')
+    parser.add_argument('--pcap-check', help='path to the uroce_pcap_check executable')
     parser.add_argument('--workdir',
                         help='directory for the pcaps (default: a temporary directory, kept only on failure)')
     parser.add_argument('--tshark', default=shutil.which('tshark') or 'tshark', help='path to tshark')
@@ -589,6 +622,12 @@ def main():
                      'ICRC); ICRCs are recomputed here over the frame cut at the IP length' % scapy.VERSION)
     BTH.compute_icrc = _compute_icrc
 
+    if args.capture:
+        check_capture(results, args.tshark, args.capture, args.expect)
+        print('%d passed, %d failed' % (results.passed, results.failed))
+        return 1 if results.failed else 0
+    if not args.pcap_check:
+        parser.error('--pcap-check is required without --capture')
     check_spec_vectors(results, args.pcap_check, workdir)
     check_scapy_built(results, args.pcap_check, workdir, random.Random(args.seed))
 
