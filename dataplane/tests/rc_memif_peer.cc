@@ -5,8 +5,9 @@
 //   rc_memif_peer server|client --socket PATH --exchange DIR --mtu 1024|4096
 //
 // The client WRITEs a pattern into the server's buffer, READs it back and compares,
-// at sizes 0, 1, PMTU-1, PMTU, PMTU+1 and 1 MiB, and SENDs the same sizes, which the
-// server receives and checks byte for byte. Each side exits 0 only if everything
+// at sizes 0, 1, PMTU-1, PMTU, PMTU+1 and 1 MiB, SENDs the same sizes, which the
+// server receives and checks byte for byte, and runs FETCH_ADD and COMPARE_SWAP on a
+// word of the server's, which the server checks. Each side exits 0 only if everything
 // matched; the server prints its counters.
 #include <unistd.h>
 
@@ -105,13 +106,15 @@ int main(int argc, char** argv) {
   // Out-of-band exchange: QPN, PSN, buffer address, R_Key.
   const std::string self = args.server ? "server" : "client", peer = args.server ? "client" : "server";
   const uint32_t psn = static_cast<uint32_t>(getpid() * 2654435761u) & 0xFFFFFF;
+  *me.word() = 1000;
   write_file(args.exchange + "/" + self, std::to_string(me.qp()->qpn().value()) + " " + std::to_string(psn) + " " +
                                              std::to_string(me.remote_addr(0)) + " " +
-                                             std::to_string(me.rkey().value()));
+                                             std::to_string(me.rkey().value()) + " " +
+                                             std::to_string(reinterpret_cast<uint64_t>(me.word())));
   std::istringstream info(wait_file(args.exchange + "/" + peer));
   uint32_t peer_qpn = 0, peer_psn = 0, peer_rkey = 0;
-  uint64_t peer_addr = 0;
-  if (!(info >> peer_qpn >> peer_psn >> peer_addr >> peer_rkey)) return fail("no peer information");
+  uint64_t peer_addr = 0, peer_word = 0;
+  if (!(info >> peer_qpn >> peer_psn >> peer_addr >> peer_rkey >> peer_word)) return fail("no peer information");
 
   const std::vector<uint32_t> sizes = {0, 1, args.mtu - 1, args.mtu, args.mtu + 1, 1u << 20};
   if (args.server) {  // receives first, so no SEND meets an empty queue
@@ -147,8 +150,13 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "receive %zu: payload differs\n", i);
       }
     }
-    write_file(args.exchange + "/server.done", std::to_string(errors));
     wait_file(args.exchange + "/client.done");
+    // The client's three FETCH_ADDs of 5 and its COMPARE_SWAP 1015 -> 7 (see below).
+    if (*me.word() != 7) {
+      ++errors;
+      std::fprintf(stderr, "atomic target is %llu, want 7\n", static_cast<unsigned long long>(*me.word()));
+    }
+    write_file(args.exchange + "/server.done", std::to_string(errors));
     for (const auto& [name, value] : counter_values(world.dataplane().engine(0).counters()))
       if (value != 0) std::printf("%s=%llu ", name.c_str(), static_cast<unsigned long long>(value));
     std::printf("\n");
@@ -176,6 +184,21 @@ int main(int argc, char** argv) {
       me.post(me.send(proto::WorkOp::kSend, 0, n, 3));
       const auto c = me.wait_send_completion();
       if (!c || c->status != proto::CompletionStatus::kSuccess) ++errors;
+    }
+    for (int k = 0; k < 4; ++k) {
+      auto atomic = me.send(k < 3 ? proto::WorkOp::kFetchAdd : proto::WorkOp::kCompareSwap, 64 + 8 * k, 8, 4);
+      atomic.remote_addr = peer_word;
+      atomic.rkey = proto::RemoteToken{peer_rkey};
+      atomic.compare_add = k < 3 ? 5 : 1015;
+      atomic.swap = 7;
+      me.post(atomic);
+      const auto c = me.wait_send_completion();
+      uint64_t original = 0;
+      std::memcpy(&original, me.buffer.data() + 64 + 8 * k, 8);
+      if (!c || c->status != proto::CompletionStatus::kSuccess || original != 1000u + 5u * k) {
+        ++errors;
+        std::fprintf(stderr, "atomic %d returned %llu\n", k, static_cast<unsigned long long>(original));
+      }
     }
     write_file(args.exchange + "/client.done", std::to_string(errors));
     const std::string server_errors = wait_file(args.exchange + "/server.done");
