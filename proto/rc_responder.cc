@@ -411,17 +411,12 @@ unsigned RcQp::respond(unsigned budget) noexcept {
   while (sent < budget && resp_head_ != resp_tail_) {
     PendingResponse& pr = responses_[resp_head_ % responses_.size()];
     const Resource& r = resources_[pr.resource];
-    const bool done_before = r.atomic ? false : (pr.offset >= r.length && pr.next_psn != r.first_psn);
-    if (done_before) {
-      ++resp_head_;
-      continue;
-    }
     if (!(r.atomic ? send_atomic_ack(pr) : send_read_response(pr))) {
       ++counters_.tx_backpressure;
       return sent;
     }
     ++sent;
-    if (r.atomic || pr.offset >= r.length) ++resp_head_;
+    if (r.atomic || pr.offset >= r.length) ++resp_head_;  // a zero-length READ is done after its one ONLY
   }
   if (resp_head_ == resp_tail_ && ack_pending_ && sent < budget) {
     if (send_ack(ack_psn_, ack_syndrome_pending_)) {
