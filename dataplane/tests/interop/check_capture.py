@@ -1,0 +1,288 @@
+#!/usr/bin/env python3
+"""Checks the RoCEv2 (IPv4) packets of a pcap taken during an RC ping-pong, independently
+of tshark and of either implementation: every field a receiver validates, recomputed.
+
+usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--quiet]
+
+Per packet (hard errors, exit 1):
+  IPv4 header: version/IHL 0x45, header checksum, total length = 20 + UDP length, frame holds it;
+  UDP: dport 4791, length >= 8 + BTH + extension headers + ICRC;
+  BTH: TVer 0, P_Key 0xFFFF, known RC opcode, pad bytes zero, payload + pad a multiple of 4;
+  ICRC recomputed over the masked headers (rocev2.md §3) and compared;
+  RC segmentation: FIRST/MIDDLE carry exactly PMTU, LAST 1..PMTU, ONLY <= PMTU;
+  opcode sequence per QP: FIRST (MIDDLE)* LAST, or ONLY; no FIRST/ONLY inside a message.
+Per direction (reported; hard errors where stated):
+  request PSNs consecutive, a repeated or earlier PSN is counted as a retransmission;
+  AckReq on every LAST/ONLY (hard error if missing: rxe's requester sets it, and uroce must too);
+  ACK PSN = the PSN of a request packet seen, MSN non-decreasing, NAK and RNR NAK syndromes counted;
+  with --size/--iters: the number of messages and their length (sum of payloads) per direction.
+"""
+import argparse
+import struct
+import sys
+import zlib
+from collections import Counter, defaultdict
+
+OPCODES = {
+    0x00: ("SEND_FIRST", 0), 0x01: ("SEND_MIDDLE", 0), 0x02: ("SEND_LAST", 0), 0x03: ("SEND_LAST_IMM", 4),
+    0x04: ("SEND_ONLY", 0), 0x05: ("SEND_ONLY_IMM", 4), 0x06: ("WRITE_FIRST", 16), 0x07: ("WRITE_MIDDLE", 0),
+    0x08: ("WRITE_LAST", 0), 0x09: ("WRITE_LAST_IMM", 4), 0x0A: ("WRITE_ONLY", 16), 0x0B: ("WRITE_ONLY_IMM", 20),
+    0x0C: ("READ_REQUEST", 16), 0x0D: ("READ_RESP_FIRST", 4), 0x0E: ("READ_RESP_MIDDLE", 0),
+    0x0F: ("READ_RESP_LAST", 4), 0x10: ("READ_RESP_ONLY", 4), 0x11: ("ACK", 4), 0x12: ("ATOMIC_ACK", 12),
+    0x13: ("CMP_SWAP", 28), 0x14: ("FETCH_ADD", 28), 0x16: ("SEND_LAST_INV", 4), 0x17: ("SEND_ONLY_INV", 4),
+}
+FIRST = {0x00, 0x06, 0x0D}
+MIDDLE = {0x01, 0x07, 0x0E}
+LAST = {0x02, 0x03, 0x08, 0x09, 0x0F, 0x16}
+ONLY = {0x04, 0x05, 0x0A, 0x0B, 0x10, 0x17}
+REQUEST = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x13, 0x14, 0x16, 0x17}
+
+
+def read_pcap(path):
+    with open(path, "rb") as f:
+        data = f.read()
+    magic = struct.unpack("<I", data[:4])[0]
+    if magic in (0xA1B2C3D4, 0xA1B23C4D):
+        endian = "<"
+    elif magic in (0xD4C3B2A1, 0x4D3CB2A1):
+        endian = ">"
+    else:
+        raise SystemExit(f"{path}: not a pcap file (pcapng is not supported)")
+    linktype = struct.unpack(endian + "I", data[20:24])[0]
+    if linktype != 1:
+        raise SystemExit(f"{path}: link type {linktype}, expected Ethernet")
+    off = 24
+    n = 0
+    while off + 16 <= len(data):
+        _, _, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        off += 16
+        n += 1
+        yield n, data[off:off + incl], orig
+        off += incl
+
+
+def ip_checksum(hdr):
+    s = 0
+    for i in range(0, len(hdr), 2):
+        s += (hdr[i] << 8) | hdr[i + 1]
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return (~s) & 0xFFFF
+
+
+def icrc(ip, udp_and_rest):
+    ip = bytearray(ip)
+    ip[1] = 0xFF          # TOS
+    ip[8] = 0xFF          # TTL
+    ip[10:12] = b"\xff\xff"  # header checksum
+    rest = bytearray(udp_and_rest)
+    rest[6:8] = b"\xff\xff"  # UDP checksum
+    rest[8 + 4] = 0xFF       # BTH byte 4 (FECN/BECN/reserved)
+    return zlib.crc32(b"\xff" * 8 + bytes(ip) + bytes(rest)) & 0xFFFFFFFF
+
+
+def psn_diff(a, b):
+    d = (a - b) & 0xFFFFFF
+    return d - 0x1000000 if d & 0x800000 else d
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("pcap")
+    ap.add_argument("--pmtu", type=int, required=True)
+    ap.add_argument("--size", type=int, default=0, help="expected SEND message size")
+    ap.add_argument("--iters", type=int, default=0, help="expected messages per direction")
+    ap.add_argument("--quiet", action="store_true")
+    a = ap.parse_args()
+
+    errors = []
+    roce = 0
+    other = Counter()
+    dirs = defaultdict(lambda: {
+        "ops": Counter(), "next_psn": None, "retrans": 0, "in_msg": None, "msg_len": 0, "msgs": [],
+        "req_psns": set(), "replay_psn": None, "replay_msg": None, "acks": 0, "naks": Counter(), "rnr": 0, "last_msn": None, "missing_ackreq": 0,
+        "ttl": set(), "sport": set(), "df": set(), "tos": set(), "credits": Counter(),
+    })
+
+    def err(n, what):
+        errors.append(f"frame {n}: {what}")
+
+    def check_sequence(n, name, opcode, d, key):
+        """FIRST (MIDDLE)* LAST or ONLY; d[key] is the message in progress (None: between messages)."""
+        if opcode in FIRST or opcode in ONLY:
+            if d[key] is not None:
+                err(n, f"{name} inside a message started by {d[key]}")
+            d[key] = name if opcode in FIRST else None
+        elif opcode in MIDDLE or opcode in LAST:
+            if d[key] is None:
+                err(n, f"{name} outside a message")
+            d[key] = None if opcode in LAST else d[key] or name
+
+    for n, frame, orig in read_pcap(a.pcap):
+        if len(frame) < 14:
+            continue
+        etype = struct.unpack("!H", frame[12:14])[0]
+        if etype != 0x0800:
+            other["arp" if etype == 0x0806 else hex(etype)] += 1
+            continue
+        ip = frame[14:34]
+        if len(ip) < 20 or ip[9] != 17:
+            other["ipv4 non-udp"] += 1
+            continue
+        udp = frame[34:42]
+        dport = struct.unpack("!H", udp[2:4])[0]
+        if dport != 4791:
+            other["udp other"] += 1
+            continue
+        roce += 1
+        if len(frame) < orig:
+            err(n, f"truncated capture ({len(frame)} of {orig} bytes)")
+            continue
+        if ip[0] != 0x45:
+            err(n, f"IPv4 version/IHL 0x{ip[0]:02x}")
+        if ip_checksum(ip) != 0:
+            err(n, "bad IPv4 header checksum")
+        total = struct.unpack("!H", ip[2:4])[0]
+        ulen = struct.unpack("!H", udp[4:6])[0]
+        if total != 20 + ulen:
+            err(n, f"IP total length {total} != 20 + UDP length {ulen}")
+        if 14 + total > len(frame):
+            err(n, f"frame of {len(frame)} bytes cannot hold IP total length {total}")
+            continue
+        src = ".".join(map(str, ip[12:16]))
+        dst = ".".join(map(str, ip[16:20]))
+        d = dirs[(src, dst)]
+        d["ttl"].add(ip[8])
+        d["tos"].add(ip[1])
+        d["df"].add(bool(ip[6] & 0x40))
+        d["sport"].add(struct.unpack("!H", udp[0:2])[0])
+        seg = frame[34:14 + total]  # UDP header .. ICRC
+        bth = seg[8:20]
+        if len(seg) < 8 + 12 + 4:
+            err(n, f"UDP length {ulen} too short for a BTH and ICRC")
+            continue
+        opcode = bth[0]
+        if opcode not in OPCODES:
+            err(n, f"unknown opcode 0x{opcode:02x}")
+            continue
+        name, ext = OPCODES[opcode]
+        pad = (bth[1] >> 4) & 3
+        tver = bth[1] & 0xF
+        pkey = struct.unpack("!H", bth[2:4])[0]
+        dqp = int.from_bytes(bth[5:8], "big")
+        ackreq = bool(bth[8] & 0x80)
+        psn = int.from_bytes(bth[9:12], "big")
+        if tver != 0:
+            err(n, f"TVer {tver}")
+        if pkey != 0xFFFF:
+            err(n, f"P_Key 0x{pkey:04x}")
+        hdr = 12 + ext
+        if ulen < 8 + hdr + 4:
+            err(n, f"UDP length {ulen} < 8 + {hdr} + 4 for {name}")
+            continue
+        payload = ulen - 8 - hdr - pad - 4
+        if payload < 0:
+            err(n, f"{name}: pad count {pad} exceeds the payload")
+            continue
+        body = seg[8 + hdr:len(seg) - 4]
+        if any(body[len(body) - pad:]) if pad else False:
+            err(n, f"{name}: non-zero pad bytes")
+        if (payload + pad) % 4 != 0:
+            err(n, f"{name}: payload {payload} + pad {pad} not a multiple of 4")
+        want = icrc(ip, seg[:-4])
+        got = struct.unpack("<I", seg[-4:])[0]
+        if want != got:
+            err(n, f"{name} PSN 0x{psn:06x}: ICRC {got:08x} on the wire, {want:08x} computed")
+        d["ops"][name] += 1
+
+        if opcode in REQUEST:
+            d["req_psns"].add(psn)
+            if opcode in FIRST or opcode in MIDDLE:
+                if payload != a.pmtu:
+                    err(n, f"{name} carries {payload} bytes, PMTU is {a.pmtu}")
+            elif opcode in LAST:
+                if not 1 <= payload <= a.pmtu:
+                    err(n, f"{name} carries {payload} bytes (1..{a.pmtu} allowed)")
+            elif opcode in ONLY and payload > a.pmtu:
+                err(n, f"{name} carries {payload} bytes > PMTU {a.pmtu}")
+            if (opcode in LAST or opcode in ONLY) and not ackreq:
+                d["missing_ackreq"] += 1
+            expected = d["next_psn"]
+            if expected is not None and psn_diff(psn, expected) < 0:
+                # A retransmission (go-back-N, possibly from the middle of a message): check its
+                # opcode sequence on its own, from an unknown starting point; count nothing twice.
+                d["retrans"] += 1
+                rewind = d["replay_psn"] is None or psn != d["replay_psn"]
+                if not rewind:
+                    check_sequence(n, name, opcode, d, "replay_msg")
+                else:
+                    d["replay_msg"] = name if opcode in FIRST or opcode in MIDDLE else None
+                d["replay_psn"] = (psn + 1) & 0xFFFFFF
+                continue
+            d["replay_psn"] = None
+            if expected is not None and psn != expected:
+                err(n, f"{name}: PSN 0x{psn:06x}, expected 0x{expected:06x} (gap)")
+            d["next_psn"] = (psn + 1) & 0xFFFFFF
+            check_sequence(n, name, opcode, d, "in_msg")
+            if opcode in FIRST:
+                d["msg_len"] = payload
+            elif opcode in MIDDLE or opcode in LAST:
+                d["msg_len"] += payload
+                if opcode in LAST:
+                    d["msgs"].append(d["msg_len"])
+            elif opcode in ONLY:
+                d["msgs"].append(payload)
+        elif opcode == 0x11:
+            syn = seg[20]
+            msn = int.from_bytes(seg[21:24], "big")
+            kind = (syn >> 5) & 3
+            if kind == 0:
+                d["acks"] += 1
+                d["credits"][syn & 0x1F] += 1
+            elif kind == 1:
+                d["rnr"] += 1
+            elif kind == 3:
+                d["naks"][syn & 0x1F] += 1
+            else:
+                err(n, f"ACK with reserved syndrome 0x{syn:02x}")
+            if d["last_msn"] is not None and psn_diff(msn, d["last_msn"]) < 0:
+                err(n, f"ACK MSN went back from {d['last_msn']} to {msn}")
+            d["last_msn"] = msn
+            # The PSN an ACK carries must be one the peer sent (checked after the loop).
+            d.setdefault("ack_psns", []).append((n, psn, kind))
+
+    # ACK PSNs versus the request PSNs of the opposite direction.
+    for (src, dst), d in dirs.items():
+        rev = dirs.get((dst, src))
+        for n, psn, kind in d.get("ack_psns", []):
+            if kind == 0 and rev is not None and psn not in rev["req_psns"]:
+                err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
+
+    ok = not errors
+    print(f"{a.pcap}: {roce} RoCE packets, other: {dict(other) or 'none'}")
+    for (src, dst), d in sorted(dirs.items()):
+        ops = ", ".join(f"{k} {v}" for k, v in sorted(d["ops"].items()))
+        line = (f"  {src} -> {dst}: {ops}; messages {len(d['msgs'])}"
+                f"{' of ' + str(sorted(set(d['msgs']))) + ' bytes' if d['msgs'] else ''}; "
+                f"retransmitted {d['retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
+                f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
+                f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}")
+        print(line)
+        if d["missing_ackreq"]:
+            errors.append(f"{src} -> {dst}: {d['missing_ackreq']} LAST/ONLY request packets without AckReq")
+        if a.size and d["msgs"] and any(m != a.size for m in d["msgs"]):
+            errors.append(f"{src} -> {dst}: message sizes {sorted(set(d['msgs']))}, expected {a.size}")
+        if a.iters and d["msgs"] and len(d["msgs"]) != a.iters:
+            errors.append(f"{src} -> {dst}: {len(d['msgs'])} messages, expected {a.iters}")
+    if a.iters and sum(1 for d in dirs.values() if d["msgs"]) != 2:
+        errors.append("expected SEND messages in both directions")
+    for e in errors[:50]:
+        print("  ERROR " + e)
+    if len(errors) > 50:
+        print(f"  ... {len(errors) - 50} more errors")
+    print("capture check: " + ("ok" if not errors else f"FAILED ({len(errors)} errors)"))
+    return 0 if not errors else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
