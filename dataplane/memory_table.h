@@ -1,81 +1,263 @@
-// Registered memory as one engine sees it (ARCHITECTURE.md: the MR table is
-// replicated per engine). Each engine owns its copy and changes it only on its own
-// lcore, through control commands, so lookups on the datapath take no locks and no
-// atomics.
+// Registered memory: ONE table shared by every engine and the control path.
 //
-// A token is index << 8 | key byte, as rxe forms them (rocev2.md §5): the index picks
-// the slot in O(1), and the key byte changes on re-registration so a stale token
-// from an earlier registration of the same slot never matches.
+// A token is index << 8 | key byte, as rxe forms them (rocev2.md §5): the index picks the slot in O(1), and
+// the key byte changes on every re-registration, fast register and bind, so a stale token never matches.
+//
+// Who writes a slot: control threads (register, deregister, reserve and release a slot for a fast-register MR
+// or a memory window) and engines (fast register, local invalidate and bind executed from a send queue, and
+// Send with Invalidate from a peer). Engines read every slot on the datapath (resolve).
+//
+// Memory ordering: each slot is a seqlock without fences (so ThreadSanitizer can check it). A writer claims
+// the slot by moving its sequence from even to odd with a CAS (begin_slot_write), stores the fields with
+// release (so none becomes visible before the odd sequence), and publishes them by storing the next even
+// value with release (end_slot_write). A reader loads the sequence with acquire, loads the fields with
+// acquire (so the second sequence load cannot move above them, and a reader that sees any new field also
+// sees the odd sequence), and re-reads the sequence (read_slot): if it was odd or has moved, the copy may be
+// torn and the reader treats the slot as invalid instead of retrying. On x86 all of these are plain moves. That is
+// linearisable because every write either makes a slot invalid or gives it a token nobody can hold yet: a write in
+// progress counts as already done. So readers never wait, and an engine never spins on a control thread that was
+// preempted mid-write.
+//
+// Writers of one slot exclude each other through the CAS. A control thread that loses it retries (it may
+// wait: it is off the datapath, and the winner is either an engine, which is never preempted, or another
+// control thread). An engine that loses it fails the operation (two QPs racing to change the same key; the
+// loser completes in error), so engines never spin either. The fields are atomics so that a torn read is a
+// benign stale value, not a data race.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
-#include <vector>
+#include <memory>
+#include <optional>
 
 #include "proto/rc_types.h"
 
 namespace uroce::dataplane {
 
+enum class MemoryKind : uint8_t {
+  kFree = 0,
+  kRegion,              // NdkRegisterMr / ibv_reg_mr: valid from registration to deregistration
+  kFastRegisterRegion,  // valid between a fast register and an invalidation (local or remote)
+  kWindow,              // type-2 memory window: valid between a bind and an invalidation
+};
+
 struct MemoryRegion {
   uint64_t addr = 0;
   uint64_t length = 0;
-  uint32_t access = 0;     // proto::Access bits
-  uint32_t pd = 0;         // protection domain id; requests must come from a QP of the same PD
-  uint32_t token = 0;      // both the local and the remote token
-  bool remotely_invalidatable = false;  // fast-register MRs and type-2 windows (rocev2.md §5)
+  uint32_t access = 0;  // proto::Access bits
+  uint32_t pd = 0;      // protection domain id; requests must come from a QP of the same PD
+  uint32_t token = 0;   // both the local and the remote token
+  MemoryKind kind = MemoryKind::kRegion;
+  bool valid = true;
+  // Fast-register MRs and type-2 windows may be invalidated by a peer's Send with Invalidate (rocev2.md §5).
+  [[nodiscard]] bool remotely_invalidatable() const noexcept {
+    return kind == MemoryKind::kFastRegisterRegion || kind == MemoryKind::kWindow;
+  }
 };
 
 class MemoryTable {
  public:
-  explicit MemoryTable(uint32_t capacity) : slots_(capacity) {}
+  explicit MemoryTable(uint32_t capacity) : slots_(std::make_unique<Slot[]>(capacity)), capacity_(capacity) {}
 
   static constexpr uint32_t index_of(uint32_t token) noexcept { return token >> 8; }
+  [[nodiscard]] uint32_t capacity() const noexcept { return capacity_; }
 
-  // Control path (on the owning engine).
+  // --- control path (may wait for a concurrent engine writer of the same slot) ---
   void insert(const MemoryRegion& r) noexcept {
     const uint32_t i = index_of(r.token);
-    if (i < slots_.size()) slots_[i] = {r, true};
+    if (i >= capacity_) return;
+    Slot& s = slots_[i];
+    uint32_t before;
+    while (!begin_slot_write(s, before)) {
+    }
+    store_fields(s, r);
+    end_slot_write(s, before, true);
   }
+  // Removes the slot's contents if `token` still names it (any kind, valid or not).
   void erase(uint32_t token) noexcept {
-    Slot* s = find(token);
-    if (s != nullptr) s->valid = false;
+    const uint32_t i = index_of(token);
+    if (i >= capacity_) return;
+    Slot& s = slots_[i];
+    uint32_t before;
+    while (!begin_slot_write(s, before)) {
+    }
+    const bool ours = s.token.load(std::memory_order_acquire) == token;
+    if (ours) {
+      s.kind.store(MemoryKind::kFree, std::memory_order_release);
+      s.valid.store(false, std::memory_order_release);
+    }
+    end_slot_write(s, before, ours);
   }
 
-  // Datapath. The memory [addr, addr + length) if `token` names a valid region of
-  // PD `pd` that grants all of `access` over it; otherwise nullptr. Zero-length
-  // accesses are never checked (IBTA C9-88), so callers skip them.
-  [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access,
-                                 uint32_t pd) const noexcept {
-    const Slot* s = find(token);
-    if (s == nullptr || s->region.pd != pd || (s->region.access & access) != access) return nullptr;
-    const MemoryRegion& r = s->region;
+  // Frees slot `index` whatever token it holds now (a fast-register MR or window whose key byte moved on).
+  void erase_slot(uint32_t index) noexcept {
+    if (index >= capacity_) return;
+    Slot& s = slots_[index];
+    uint32_t before;
+    while (!begin_slot_write(s, before)) {
+    }
+    s.kind.store(MemoryKind::kFree, std::memory_order_release);
+    s.valid.store(false, std::memory_order_release);
+    end_slot_write(s, before, true);
+  }
+
+  // --- datapath readers (engines) ---
+  // The memory [addr, addr + length) if `token` names a valid region of PD `pd` that grants all of `access`
+  // over it; otherwise nullptr. `local`: the token comes from a local SGE, which a memory window never
+  // serves (windows grant remote access only). Zero-length accesses are never checked (IBTA C9-88), so
+  // callers skip them.
+  [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, uint32_t pd,
+                                 bool local = false) const noexcept {
+    const std::optional<MemoryRegion> r = read_slot(token);
+    if (!r || !r->valid || r->pd != pd || (r->access & access) != access) return nullptr;
+    if (local && r->kind == MemoryKind::kWindow) return nullptr;
     // Written to avoid overflow: addr - r.addr cannot wrap once addr >= r.addr.
-    if (addr < r.addr || addr - r.addr > r.length || length > r.length - (addr - r.addr)) return nullptr;
+    if (addr < r->addr || addr - r->addr > r->length || length > r->length - (addr - r->addr)) return nullptr;
     return reinterpret_cast<uint8_t*>(addr);
   }
+  // A consistent copy of the slot `token` names (valid or not), or nullopt if the token's index is out of
+  // range, the slot holds another token, or a writer is changing it right now.
+  [[nodiscard]] std::optional<MemoryRegion> read_slot(uint32_t token) const noexcept {
+    const std::optional<MemoryRegion> r = read_index(index_of(token));
+    if (!r || r->token != token) return std::nullopt;
+    return r;
+  }
 
-  // Send with Invalidate: invalidates `token` if it names a remotely invalidatable region of `pd`.
+ private:
+  [[nodiscard]] std::optional<MemoryRegion> read_index(uint32_t i) const noexcept {
+    if (i >= capacity_) return std::nullopt;
+    const Slot& s = slots_[i];
+    // Acquire: pairs with end_slot_write()'s release, so the fields below are at least that write's.
+    const uint32_t before = s.sequence.load(std::memory_order_acquire);
+    if (before & 1) return std::nullopt;
+    MemoryRegion r = load_fields(s);
+    // The acquire field loads keep this load after them; if the sequence moved, a writer overlapped the copy.
+    if (s.sequence.load(std::memory_order_relaxed) != before || r.kind == MemoryKind::kFree) return std::nullopt;
+    return r;
+  }
+
+ public:
+  // --- datapath writers (engines): never wait; a concurrent writer of the same slot makes them fail ---
+  // Send with Invalidate: invalidates `token` if it names a valid, remotely invalidatable region of `pd`.
   bool invalidate_remote(uint32_t token, uint32_t pd) noexcept {
-    Slot* s = find(token);
-    if (s == nullptr || s->region.pd != pd || !s->region.remotely_invalidatable) return false;
-    s->valid = false;
-    return true;
+    return modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
+      return r.valid && r.pd == pd && r.remotely_invalidatable();
+    });
+  }
+  // Local invalidate of a fast-register MR or a window (verbs LOCAL_INV): the same rule, from our own SQ.
+  bool invalidate_local(uint32_t token, uint32_t pd) noexcept { return invalidate_remote(token, pd); }
+  // Fast register: the reserved fast-register slot of `pd` that the new token names becomes valid over
+  // [addr, addr + length) with `access`. The slot must be invalid (a registered FR MR is invalidated first).
+  bool fast_register(uint32_t new_token, uint64_t addr, uint64_t length, uint32_t access, uint32_t pd) noexcept {
+    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next) {
+      if (r.kind != MemoryKind::kFastRegisterRegion || r.valid || r.pd != pd) return false;
+      next.addr = addr;
+      next.length = length;
+      next.access = access;
+      next.token = new_token;
+      next.valid = true;
+      return true;
+    });
+  }
+  // Type-2 window bind: the window slot the new token names becomes valid over [addr, addr + length) with
+  // `access`, which must lie inside the valid region `region_token` of the same PD. The region must allow
+  // local write if the window allows remote write (IBTA 10.6.7.2.1; NDK: remote-write MW needs a
+  // local-write MR).
+  bool bind_window(uint32_t new_token, uint32_t region_token, uint64_t addr, uint64_t length, uint32_t access,
+                   uint32_t pd) noexcept {
+    const std::optional<MemoryRegion> region = read_slot(region_token);
+    if (!region || !region->valid || region->pd != pd || region->kind == MemoryKind::kWindow) return false;
+    if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
+      return false;
+    if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;
+    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next) {
+      if (r.kind != MemoryKind::kWindow || r.valid || r.pd != pd) return false;
+      next.addr = addr;
+      next.length = length;
+      next.access = access;
+      next.token = new_token;
+      next.valid = true;
+      return true;
+    });
   }
 
  private:
   struct Slot {
-    MemoryRegion region;
-    bool valid = false;
+    std::atomic<uint32_t> sequence{0};  // odd while a writer changes the slot
+    std::atomic<uint64_t> addr{0};
+    std::atomic<uint64_t> length{0};
+    std::atomic<uint32_t> access{0};
+    std::atomic<uint32_t> pd{0};
+    std::atomic<uint32_t> token{0};
+    std::atomic<MemoryKind> kind{MemoryKind::kFree};
+    std::atomic<bool> valid{false};
   };
-  [[nodiscard]] const Slot* find(uint32_t token) const noexcept {
-    const uint32_t i = index_of(token);
-    if (i >= slots_.size() || !slots_[i].valid || slots_[i].region.token != token) return nullptr;
-    return &slots_[i];
+
+  // Claims the slot for one writer: even -> odd (`before` keeps the even value). The field stores that follow
+  // are releases, so none of them is visible before the odd sequence.
+  static bool begin_slot_write(Slot& s, uint32_t& before) noexcept {
+    before = s.sequence.load(std::memory_order_relaxed);
+    return (before & 1) == 0 &&
+           s.sequence.compare_exchange_strong(before, before + 1, std::memory_order_acquire, std::memory_order_relaxed);
   }
-  [[nodiscard]] Slot* find(uint32_t token) noexcept {
-    return const_cast<Slot*>(static_cast<const MemoryTable*>(this)->find(token));
+  // Publishes the fields: release, so a reader that acquires the new even sequence sees all of them. A writer
+  // that changed nothing puts the old sequence back, so a reader that overlapped it still gets a valid copy
+  // (the fields are the ones it saw before) rather than a spurious "invalid".
+  static void end_slot_write(Slot& s, uint32_t before, bool changed) noexcept {
+    s.sequence.store(changed ? before + 2 : before, std::memory_order_release);
   }
 
-  std::vector<Slot> slots_;
+  static void store_fields(Slot& s, const MemoryRegion& r) noexcept {
+    s.addr.store(r.addr, std::memory_order_release);
+    s.length.store(r.length, std::memory_order_release);
+    s.access.store(r.access, std::memory_order_release);
+    s.pd.store(r.pd, std::memory_order_release);
+    s.token.store(r.token, std::memory_order_release);
+    s.kind.store(r.kind, std::memory_order_release);
+    s.valid.store(r.valid, std::memory_order_release);
+  }
+  static MemoryRegion load_fields(const Slot& s) noexcept {
+    MemoryRegion r;
+    r.addr = s.addr.load(std::memory_order_acquire);
+    r.length = s.length.load(std::memory_order_acquire);
+    r.access = s.access.load(std::memory_order_acquire);
+    r.pd = s.pd.load(std::memory_order_acquire);
+    r.token = s.token.load(std::memory_order_acquire);
+    r.kind = s.kind.load(std::memory_order_acquire);
+    r.valid = s.valid.load(std::memory_order_acquire);
+    return r;
+  }
+
+  // Engine writers: check on a copy first (a change that would not apply never disturbs readers), then claim
+  // without waiting, check again and change under the claim. `change(current, next)` returns false to leave
+  // the slot as it is.
+  template <class Change>
+  bool modify_slot(uint32_t index, Change&& change) noexcept {
+    const std::optional<MemoryRegion> seen = read_index(index);
+    if (!seen) return false;
+    MemoryRegion scratch = *seen;
+    if (!change(*seen, scratch)) return false;
+    Slot& s = slots_[index];
+    uint32_t before;
+    if (!begin_slot_write(s, before)) return false;
+    const MemoryRegion current = load_fields(s);
+    MemoryRegion next = current;
+    const bool changed = current.kind != MemoryKind::kFree && change(current, next);
+    if (changed) store_fields(s, next);
+    end_slot_write(s, before, changed);
+    return changed;
+  }
+  template <class Check>
+  bool modify(uint32_t token, Check&& may_invalidate) noexcept {
+    return modify_slot(index_of(token), [&](const MemoryRegion& r, MemoryRegion& next) {
+      if (r.token != token || !may_invalidate(r, next)) return false;
+      next.valid = false;
+      return true;
+    });
+  }
+
+  std::unique_ptr<Slot[]> slots_;
+  uint32_t capacity_;
 };
 
 }  // namespace uroce::dataplane

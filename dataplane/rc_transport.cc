@@ -56,6 +56,22 @@ void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedP
 
 bool RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
+  // Acquire pairs with request_flush(): a flush asked for before the doorbell is seen here.
+  if (flush_requested_.exchange(false, std::memory_order_acquire)) {
+    if (qp_.state() == proto::QpState::kReset) {
+      flushed_before_connect_ = true;  // receives may be posted before connect (ndkpi.md §11)
+    } else {
+      qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
+    }
+  }
+  if (qp_.state() == proto::QpState::kError || flushed_before_connect_) {
+    // The engine half of the receive-post / failure handshake (failed_after_receive_post):
+    // mark with an RMW, then flush.
+    if (failed_.load(std::memory_order_relaxed) == 0) (void)failed_.exchange(1, std::memory_order_acq_rel);
+    // Receives posted after the failure complete flushed too (NDK: the QP is dead, everything
+    // on it completes with STATUS_CANCELLED). An SRQ's receives belong to its other QPs.
+    if (!setup_.receive_queue_shared) flush_receives();
+  }
   if (qp_.state() == proto::QpState::kReset) return false;
   const uint64_t deadline = qp_.next_deadline_ns();
   if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
@@ -93,7 +109,7 @@ uint64_t RcQueuePair::now_ns() {
 }
 
 uint8_t* RcQueuePair::resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd);
+  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd, true);
 }
 
 uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) {
@@ -107,23 +123,52 @@ bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
 const proto::RecvWqe* RcQueuePair::pop_receive() {
   ReceiveQueue& rq = *setup_.receive_queue;
   const uint32_t head = rq.consumer_own_head();
-  if (head == rq.tail()) return nullptr;
+  const uint32_t tail = rq.tail();
+  if (head == tail) return nullptr;
   popped_ = rq.slot(head);  // copy before the slot is handed back
   rq.publish_head(head + 1);
+  if (setup_.receive_limit_events != nullptr) setup_.receive_limit_events->on_consumed(tail - (head + 1));
   return &popped_;
 }
 
 uint32_t RcQueuePair::receive_credits() {
+  if (setup_.receive_queue_shared) return UINT32_MAX;  // IBTA 9.7.5.1.2: no end-to-end credits with an SRQ
   const ReceiveQueue& rq = *setup_.receive_queue;
   return rq.tail() - rq.consumer_own_head();
 }
 
 uint32_t RcQueuePair::send_queue_tail() { return setup_.send_queue->tail(); }
 
-void RcQueuePair::complete_send(const proto::Completion& c) { (void)setup_.send_cq->push(c, qpn_.value(), false); }
+// A full CQ (overrun) drops the entry and fails the CQ: it is reported to the consumer
+// through the CQ (STATUS_BUFFER_OVERFLOW), never by overwriting unread entries.
+void RcQueuePair::complete_send(const proto::Completion& c) {
+  (void)setup_.send_cq->push(c, qpn_.value(), false, setup_.completion_context);
+}
 
 void RcQueuePair::complete_receive(const proto::Completion& c) {
-  (void)setup_.receive_cq->push(c, qpn_.value(), true);
+  (void)setup_.receive_cq->push(c, qpn_.value(), true, setup_.completion_context);
+}
+
+// Local operations act on the shared memory table; the failure statuses are the ones rxe
+// uses (LOC_QP_OP_ERR for fast register and invalidate, MW_BIND_ERR for bind).
+proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
+  MemoryTable& memory = engine_.memory();
+  const proto::MemoryOperation& m = w.memory;
+  switch (w.op) {
+    case proto::WorkOp::kFastRegister:
+      return memory.fast_register(m.token, m.addr, m.length, m.access, setup_.pd)
+                 ? proto::CompletionStatus::kSuccess
+                 : proto::CompletionStatus::kLocalQpOperationError;
+    case proto::WorkOp::kLocalInvalidate:
+      return memory.invalidate_local(m.token, setup_.pd) ? proto::CompletionStatus::kSuccess
+                                                         : proto::CompletionStatus::kLocalQpOperationError;
+    case proto::WorkOp::kBindMemoryWindow:
+      return memory.bind_window(m.token, m.region_token, m.addr, m.length, m.access, setup_.pd)
+                 ? proto::CompletionStatus::kSuccess
+                 : proto::CompletionStatus::kMemoryWindowBindError;
+    default:
+      return proto::CompletionStatus::kLocalQpOperationError;
+  }
 }
 
 void RcQueuePair::flush_receives() {
@@ -166,8 +211,7 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
 
 // ------------------------------------------------------------ EngineTransport
 
-EngineTransport::EngineTransport(EngineId id, uint32_t memory_slots, uint32_t doorbell_capacity)
-    : memory_(memory_slots) {
+EngineTransport::EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity) : memory_(memory) {
   const std::string name = "uroce_db" + std::to_string(id);
   // Many application threads ring, one engine drains: MP/SC.
   doorbells_ = rte_ring_create(name.c_str(), next_pow2(doorbell_capacity + 1), SOCKET_ID_ANY, RING_F_SC_DEQ);
@@ -233,11 +277,13 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
 
 // --------------------------------------------------------------- RcTransport
 
+RcTransport::RcTransport(Dataplane& dataplane) : dataplane_(dataplane), memory_(kMemorySlots) {}
+
 Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   std::unique_ptr<RcTransport> t(new RcTransport(dataplane));
   const uint32_t max_qps = dataplane.config().engine.max_qps_per_engine;
   for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
-    t->engines_.push_back(std::make_unique<EngineTransport>(e, kMemorySlots, max_qps));
+    t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps));
     t->qp_slots_.emplace_back(max_qps, false);
     t->qp_slots_.back()[0] = true;  // QPN 0 is never used
     if (e == 0) t->qp_slots_.back()[1] = true;  // QPN 1 is the GSI QP (connection management)
@@ -258,6 +304,8 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   if (setup.send_queue == nullptr || setup.receive_queue == nullptr || setup.send_cq == nullptr ||
       setup.receive_cq == nullptr)
     return Status::error("a QP needs a send queue, a receive queue and two completion queues");
+  if (setup.receive_limit_events != nullptr && !setup.receive_queue_shared)
+    return Status::error("a receive limit event needs a shared receive queue");
   const uint32_t sq = setup.send_queue->capacity();
   if (sq == 0 || (sq & (sq - 1)) != 0) return Status::error("send queue capacity must be a power of two");
   std::lock_guard lock(mutex_);
@@ -278,6 +326,13 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
 
 Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::RcQpAttributes& attributes,
                             std::chrono::milliseconds resolve_timeout) {
+  if (peer.local_port) {
+    if (*peer.local_port >= dataplane_.port_count())
+      return Status::error("no port " + std::to_string(*peer.local_port));
+    // The engine reads the port only once the QP is connected (tx_commit): the connect
+    // command below publishes this store to it.
+    qp.setup_.port = *peer.local_port;
+  }
   const Port& port = dataplane_.port(qp.setup().port);
   proto::MacAddr mac;
   if (peer.mac) {
@@ -360,26 +415,67 @@ Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, ui
   } else {
     return Status::error("no free memory registration slots");
   }
-  const MemoryRegion region{addr, length, access, pd, slot << 8 | ++key_generation_, remotely_invalidatable};
-  for (EngineId e = 0; e < engines_.size(); ++e) {
-    const Status s = dataplane_.engine(e).call([&](EngineContext&) { engines_[e]->memory().insert(region); });
-    if (!s.ok()) return s;
+  MemoryRegion region;
+  region.addr = addr;
+  region.length = length;
+  region.access = access;
+  region.pd = pd;
+  region.token = slot << 8 | ++key_generation_;
+  region.kind = remotely_invalidatable ? MemoryKind::kFastRegisterRegion : MemoryKind::kRegion;
+  memory_.insert(region);  // the release in the slot's seqlock publishes it to every engine
+  return region.token;
+}
+
+Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
+  if (kind != MemoryKind::kFastRegisterRegion && kind != MemoryKind::kWindow)
+    return Status::error("only fast-register regions and memory windows are reserved");
+  std::lock_guard lock(mutex_);
+  uint32_t slot;
+  if (!free_memory_slots_.empty()) {
+    slot = free_memory_slots_.back();
+    free_memory_slots_.pop_back();
+  } else if (next_memory_slot_ < kMemorySlots) {
+    slot = next_memory_slot_++;
+  } else {
+    return Status::error("no free memory registration slots");
   }
+  MemoryRegion region;
+  region.pd = pd;
+  region.token = slot << 8 | ++key_generation_;
+  region.kind = kind;
+  region.valid = false;
+  memory_.insert(region);
   return region.token;
 }
 
 Status RcTransport::deregister_memory(uint32_t token) {
   std::lock_guard lock(mutex_);
-  for (EngineId e = 0; e < engines_.size(); ++e) {
-    const Status s = dataplane_.engine(e).call([&](EngineContext&) { engines_[e]->memory().erase(token); });
-    if (!s.ok()) return s;
-  }
-  free_memory_slots_.push_back(MemoryTable::index_of(token));
+  const uint32_t slot = MemoryTable::index_of(token);
+  if (slot == 0 || slot >= next_memory_slot_ || !memory_.read_slot(token)) return Status::error("no such registration");
+  memory_.erase(token);
+  free_memory_slots_.push_back(slot);
   return Status{};
+}
+
+void RcTransport::release_memory_slot(uint32_t token) {
+  std::lock_guard lock(mutex_);
+  const uint32_t slot = MemoryTable::index_of(token);
+  if (slot == 0 || slot >= next_memory_slot_) return;
+  memory_.erase_slot(slot);
+  free_memory_slots_.push_back(slot);
 }
 
 void RcTransport::ring_doorbell(RcQueuePair& qp) noexcept {
   if (qp.claim_doorbell() && !engines_[engine_of(qp.qpn())]->enqueue_doorbell(qp)) qp.release_doorbell();
+}
+
+void RcTransport::flush(RcQueuePair& qp) noexcept {
+  qp.request_flush();
+  ring_doorbell(qp);
+}
+
+Status RcTransport::retarget_completions(RcQueuePair& qp, CompletionQueue* from, CompletionQueue* to) {
+  return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext&) { qp.retarget_completions(from, to); });
 }
 
 }  // namespace uroce::dataplane

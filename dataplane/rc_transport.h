@@ -1,13 +1,15 @@
 // The RC transport on the engines: RC queue pairs bound to their owning engine,
-// registered memory replicated per engine, and doorbells from application threads.
+// registered memory in one table every engine reads, and doorbells from application threads.
 //
 //   RcTransport        control path: creates QPs (the QPN picks the engine), connects
-//                      them (ARP/ND, header template, attributes), registers memory on
-//                      every engine, and rings doorbells.
-//   EngineTransport    one per engine, touched only by that engine: its memory table,
-//                      its QPs, the doorbell ring, and the list of QPs with work.
+//                      them (ARP/ND, header template, attributes), registers memory in the
+//                      shared table (memory_table.h: lock-free per-slot seqlocks), and rings
+//                      doorbells.
+//   EngineTransport    one per engine, touched only by that engine: its QPs, the doorbell
+//                      ring, and the list of QPs with work.
 //   RcQueuePair        one QP: proto::RcQp (the state machines) plus the RcEnv that
-//                      binds it to mbufs, the engine's memory table, its SQ/RQ and CQs.
+//                      binds it to mbufs, the memory table, its SQ/RQ and CQs, and executes
+//                      its local operations (fast register, invalidate, bind) on the table.
 //
 // The application side of a QP is its SendQueue/ReceiveQueue/CompletionQueue
 // (work_queues.h). Posting is: write the WQE, SendQueue::publish_tail(), then
@@ -18,6 +20,8 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <vector>
 
 #include "config/config.h"
@@ -42,6 +46,11 @@ struct RcQueuePairSetup {
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* receive_cq = nullptr;
   uint32_t access = proto::kAccessRemoteWrite | proto::kAccessRemoteRead | proto::kAccessRemoteAtomic;
+  uint64_t completion_context = 0;  // copied into every CompletionEntry of this QP (the API's QPContext)
+  // An SRQ: shared by every QP on one engine, so the engine is still its only consumer. Its
+  // receives are not flushed with a QP and its ACKs advertise no credits.
+  bool receive_queue_shared = false;
+  ReceiveLimitEvents* receive_limit_events = nullptr;  // SRQ limit event, checked after every pop
 };
 
 // Where the peer is and how to talk to it: what perftest / ibv_rc_pingpong exchange
@@ -55,6 +64,7 @@ struct RcPeer {
   uint8_t hop_limit = 64;
   uint8_t traffic_class = 0;
   uint8_t max_dest_rd_atomic = 16;    // the peer's responder resources: caps our initiator depth
+  std::optional<PortIndex> local_port;  // the port to reach the peer through (default: the setup's port)
 };
 
 class RcQueuePair final : public proto::RcEnv {
@@ -82,6 +92,26 @@ class RcQueuePair final : public proto::RcEnv {
   bool active = false;  // on the engine's active list (engine only)
   void sync_counters(TransportCounters& engine_counters) noexcept;
 
+  // Any thread: asks the engine to move the QP to the error state (NdkFlush): everything
+  // posted, and everything posted later, completes flushed. Lock-free; takes effect on the
+  // engine's next poll of the QP (the caller rings the doorbell).
+  void request_flush() noexcept { flush_requested_.store(true, std::memory_order_release); }
+  // After publishing a receive: true once the engine has seen the QP fail (error state, or
+  // flushed before connect). Such a receive completes flushed only if the engine polls the
+  // QP again, so the poster rings the doorbell. The receive-post / failure handshake
+  // (Dekker's pattern, like the CQ arm): the engine marks the failure, then flushes the
+  // receive queue; the poster publishes its receive, then reads the mark. Both touch the
+  // mark with an RMW (acq_rel), so either the engine's flush sees the receive or the poster
+  // sees the failure.
+  [[nodiscard]] bool failed_after_receive_post() noexcept {
+    return failed_.fetch_add(0, std::memory_order_acq_rel) != 0;
+  }
+  // Engine only (Engine::call): completions that went to `from` go to `to` from now on (CQ resize).
+  void retarget_completions(CompletionQueue* from, CompletionQueue* to) noexcept {
+    if (setup_.send_cq == from) setup_.send_cq = to;
+    if (setup_.receive_cq == from) setup_.receive_cq = to;
+  }
+
   // --- proto::RcEnv ---
   uint8_t* tx_begin(std::size_t length) override;
   void tx_commit(std::size_t length) override;
@@ -95,6 +125,7 @@ class RcQueuePair final : public proto::RcEnv {
   void complete_send(const proto::Completion& c) override;
   void complete_receive(const proto::Completion& c) override;
   void flush_receives() override;
+  proto::CompletionStatus execute_local(const proto::SendWqe& w) override;
 
  private:
   friend class RcTransport;
@@ -108,12 +139,15 @@ class RcQueuePair final : public proto::RcEnv {
   proto::RecvWqe popped_{};
   uint32_t published_sq_head_ = 0;
   proto::RcCounters synced_{};  // what sync_counters() last added to the engine's counters
+  bool flushed_before_connect_ = false;  // engine only
   std::atomic<bool> doorbell_pending_{false};
+  std::atomic<bool> flush_requested_{false};
+  std::atomic<uint8_t> failed_{0};  // see failed_after_receive_post()
 };
 
 class EngineTransport {
  public:
-  EngineTransport(EngineId id, uint32_t memory_slots, uint32_t doorbell_capacity);
+  EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity);
   ~EngineTransport();
   EngineTransport(const EngineTransport&) = delete;
   EngineTransport& operator=(const EngineTransport&) = delete;
@@ -131,7 +165,7 @@ class EngineTransport {
   bool enqueue_doorbell(RcQueuePair& qp) noexcept;
 
  private:
-  MemoryTable memory_;
+  MemoryTable& memory_;  // shared by every engine (memory_table.h)
   rte_ring* doorbells_ = nullptr;
   std::vector<RcQueuePair*> active_;
   uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC tick in 32.32 fixed point
@@ -151,22 +185,35 @@ class RcTransport {
                                std::chrono::milliseconds resolve_timeout = std::chrono::seconds(3));
   [[nodiscard]] Status destroy_qp(RcQueuePair* qp);
 
-  // Registers [addr, addr + length) with `access` in protection domain `pd` on every
-  // engine; returns the token (used as both L_Key and R_Key).
+  // Registers [addr, addr + length) with `access` in protection domain `pd`; returns the
+  // token (used as both L_Key and R_Key). Visible to every engine on return: no engine
+  // round trip. `remotely_invalidatable` registers it as a (valid) fast-register region.
   [[nodiscard]] Result<uint32_t> register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
                                                  bool remotely_invalidatable = false);
+  // A slot for a fast-register MR or a memory window of `pd`, invalid until a fast register
+  // or bind executes on an engine; returns its first token. Release it with deregister_memory
+  // (with the token it holds now).
+  [[nodiscard]] Result<uint32_t> reserve_memory(MemoryKind kind, uint32_t pd);
   [[nodiscard]] Status deregister_memory(uint32_t token);
+  // Frees the slot of a reserved region or window whatever its key byte is now.
+  void release_memory_slot(uint32_t token);
+  [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
 
   // After SendQueue::publish_tail(): wakes the owning engine. Any thread.
   void ring_doorbell(RcQueuePair& qp) noexcept;
+  // NdkFlush: request_flush() and a doorbell. Any thread, lock-free.
+  void flush(RcQueuePair& qp) noexcept;
+  // CQ resize: on the QP's engine, completions for `from` go to `to` from now on.
+  [[nodiscard]] Status retarget_completions(RcQueuePair& qp, CompletionQueue* from, CompletionQueue* to);
 
   [[nodiscard]] Dataplane& dataplane() noexcept { return dataplane_; }
   [[nodiscard]] EngineTransport& engine(EngineId e) noexcept { return *engines_[e]; }
 
  private:
-  explicit RcTransport(Dataplane& dataplane) : dataplane_(dataplane) {}
+  explicit RcTransport(Dataplane& dataplane);
 
   Dataplane& dataplane_;
+  MemoryTable memory_;
   std::vector<std::unique_ptr<EngineTransport>> engines_;
   std::vector<std::vector<bool>> qp_slots_;  // [engine][local index] in use (control path, under mutex_)
   std::vector<std::unique_ptr<RcQueuePair>> qps_;

@@ -11,6 +11,13 @@
 //   CQ:    the engine writes a CQE's fields, then its phase byte last (release);
 //          the consumer sees a CQE as its own once the phase matches (acquire), and
 //          publishes its consumer index lazily, once per poll call.
+//   Arm:   CompletionEvents (optional, per CQ): the engine appends, then reads the arm
+//          state; the consumer arms, then reads what is queued (Dekker's pattern). Both
+//          sides do it with a read-modify-write of the same arm word (acq_rel), so the two
+//          RMWs are ordered and the later one sees the earlier side's work: either the
+//          engine sees the arm, or the consumer sees the completion. No matching completion
+//          is missed. The winner of the CAS that clears the arm hands the CQ to the
+//          notifier: one notification per arm, never one without an arm.
 #pragma once
 
 #include <atomic>
@@ -64,10 +71,136 @@ class SpscQueue {
 using SendQueue = SpscQueue<proto::SendWqe>;
 using ReceiveQueue = SpscQueue<proto::RecvWqe>;
 
+// Where engines hand objects that owe their consumer a callback (a CQ notification, an
+// SRQ limit event). Implementations are lock-free, never block and never allocate: the
+// engine calls notify() on its datapath. `target` is what the object registered.
+class EventNotifier {
+ public:
+  virtual void notify(void* target) noexcept = 0;
+
+ protected:
+  ~EventNotifier() = default;
+};
+
+// NdkArmCq types as levels: a completion that needs level L notifies any arm >= L, and
+// merging two arms is their maximum, which is exactly NDK's merge table (ndkpi.md §10.2):
+// ANY wins over everything, SOLICITED over ERRORS, and equal arms stay as they are.
+enum class ArmLevel : uint8_t { kNone = 0, kErrors = 1, kSolicited = 2, kAny = 3 };
+
+// The weakest arm an appended completion satisfies: an error completion, or a receive of a
+// message sent with the solicited-event bit, satisfies SOLICITED (ndkpi.md §6.3: any error
+// also matches); every completion satisfies ANY. ERRORS is for CQ overrun only.
+constexpr ArmLevel arm_level_needed(const proto::Completion& c, bool is_receive) noexcept {
+  if (c.status != proto::CompletionStatus::kSuccess) return ArmLevel::kSolicited;
+  if (is_receive && (c.flags & proto::kCompletionSolicited)) return ArmLevel::kSolicited;
+  return ArmLevel::kAny;
+}
+
+// The arm state and failure state of one CQ, shared by its slices (one per producing
+// engine). Engines call on_append()/on_overrun(); the consumer (who NDK makes serialise
+// GetCqResults and ArmCq) calls arm() and fire_if_armed().
+class CompletionEvents {
+ public:
+  CompletionEvents(EventNotifier* notifier, void* target) : notifier_(notifier), target_(target) {}
+
+  // --- producer (engines) ---
+  // After the entry is visible (its phase published).
+  void on_append(ArmLevel needed) noexcept { fire_from(arm_after_append(), needed); }
+  // The ring was full: the CQ fails (ndkpi.md §9.9: it reports nothing further) and an
+  // armed consumer hears of it through any arm.
+  void on_overrun() noexcept {
+    if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+    fire_from(arm_after_append(), ArmLevel::kErrors);
+  }
+  [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+
+  // --- consumer ---
+  // Merges `level` into the arm state (NDK merge table = maximum) and returns the merged
+  // level. The caller then looks at what is already queued and calls fire_if_armed() with
+  // the weakest level it needs. This is the handshake's consumer half: always an RMW
+  // (acq_rel), even when the level does not change, so that it is ordered against the
+  // engines' arm_after_append().
+  ArmLevel arm(ArmLevel level) noexcept {
+    uint8_t current = armed_.load(std::memory_order_relaxed);
+    uint8_t merged;
+    do {
+      merged = current > static_cast<uint8_t>(level) ? current : static_cast<uint8_t>(level);
+    } while (!armed_.compare_exchange_weak(current, merged, std::memory_order_acq_rel, std::memory_order_relaxed));
+    return static_cast<ArmLevel>(merged);
+  }
+  [[nodiscard]] ArmLevel armed() const noexcept {
+    return static_cast<ArmLevel>(armed_.load(std::memory_order_relaxed));
+  }
+
+  // Either side: if the arm covers `needed`, clears it and notifies. Only the CAS winner
+  // notifies, so one arm yields at most one notification. acq_rel on the CAS: the
+  // notification is ordered after the completion that caused it.
+  bool fire_if_armed(ArmLevel needed) noexcept { return fire_from(armed_.load(std::memory_order_relaxed), needed); }
+
+ private:
+  // The handshake's engine half: reads the arm word with an RMW (acq_rel) after the
+  // entry's phase was published, so it is ordered against the consumer's arm().
+  uint8_t arm_after_append() noexcept { return armed_.fetch_add(0, std::memory_order_acq_rel); }
+
+  bool fire_from(uint8_t current, ArmLevel needed) noexcept {
+    if (needed == ArmLevel::kNone) return false;
+    while (current >= static_cast<uint8_t>(needed)) {
+      if (armed_.compare_exchange_weak(current, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        if (notifier_ != nullptr) notifier_->notify(target_);
+        return true;
+      }
+    }
+    return false;
+  }
+
+  EventNotifier* notifier_;
+  void* target_;
+  std::atomic<uint8_t> armed_{0};
+  std::atomic<bool> failed_{false};
+};
+
+// The one-shot SRQ limit event (NdkModifySrq / NdkCreateSrq NotifyThreshold): armed with a
+// threshold, it fires once when the posted receives fall below it. Same handshake as the CQ
+// arm: the engine pops then reads the threshold, the consumer arms then reads the count,
+// both through RMWs of the threshold word.
+class ReceiveLimitEvents {
+ public:
+  ReceiveLimitEvents(EventNotifier* notifier, void* target) : notifier_(notifier), target_(target) {}
+
+  // Engine, after a pop (its head published): `remaining` receives are still posted. The
+  // RMW orders this read against the consumer's arm(), as for CompletionEvents.
+  void on_consumed(uint32_t remaining) noexcept {
+    fire_if_below(threshold_.fetch_add(0, std::memory_order_acq_rel), remaining);
+  }
+  // Consumer: arms `threshold` (> 0) with an RMW, then fires at once if `posted()` is
+  // already below it.
+  template <class Posted>
+  void arm(uint32_t threshold, Posted&& posted) noexcept {
+    (void)threshold_.exchange(threshold, std::memory_order_acq_rel);
+    fire_if_below(threshold_.load(std::memory_order_relaxed), posted());
+  }
+  [[nodiscard]] uint32_t threshold() const noexcept { return threshold_.load(std::memory_order_relaxed); }
+
+ private:
+  void fire_if_below(uint32_t t, uint32_t remaining) noexcept {
+    while (t != 0 && remaining < t) {
+      if (threshold_.compare_exchange_weak(t, 0, std::memory_order_acq_rel, std::memory_order_relaxed)) {
+        if (notifier_ != nullptr) notifier_->notify(target_);
+        return;
+      }
+    }
+  }
+
+  EventNotifier* notifier_;
+  void* target_;
+  std::atomic<uint32_t> threshold_{0};
+};
+
 // One completion. The phase byte is written last: it flips meaning on every lap of
 // the ring, so a consumer never mistakes last lap's entry for a new one.
 struct CompletionEntry {
   proto::Completion completion;
+  uint64_t qp_context = 0;  // what the QP's owner asked for (RcQueuePairSetup::completion_context)
   uint32_t qp_id = 0;
   bool is_receive = false;
   std::atomic<uint8_t> phase{0};
@@ -84,32 +217,42 @@ class CompletionQueue {
 
   // --- producer (the owning engine) ---
   // Appends one completion, or returns false if the ring is full: a CQ overrun,
-  // which the owner reports as an error instead of overwriting unread entries.
-  bool push(const proto::Completion& c, uint32_t qp_id, bool is_receive) noexcept {
+  // which the owner reports as an error instead of overwriting unread entries. With
+  // events attached, the append may notify an armed consumer, and a failed CQ (one that
+  // overran) takes nothing more.
+  bool push(const proto::Completion& c, uint32_t qp_id, bool is_receive, uint64_t qp_context = 0) noexcept {
+    if (events_ != nullptr && events_->failed()) return false;
     if (producer_index_ - consumer_cache_ >= capacity()) {
       consumer_cache_ = consumer_index_.load(std::memory_order_acquire);  // pairs with publish_consumed()
       if (producer_index_ - consumer_cache_ >= capacity()) {
         overrun_.store(true, std::memory_order_relaxed);
+        if (events_ != nullptr) events_->on_overrun();
         return false;
       }
     }
     CompletionEntry& e = entries_[producer_index_ & mask_];
     e.completion = c;
+    e.qp_context = qp_context;
     e.qp_id = qp_id;
     e.is_receive = is_receive;
     // cqe_is_ours(): the fields above become visible before the phase says the entry is valid.
     e.phase.store(phase_for(producer_index_), std::memory_order_release);
     ++producer_index_;
     produced_.store(producer_index_, std::memory_order_release);
+    if (events_ != nullptr) events_->on_append(arm_level_needed(c, is_receive));
     return true;
   }
 
+  // Before any producer runs: the arm/failure state this slice reports to.
+  void attach_events(CompletionEvents* events) noexcept { events_ = events; }
+
   // --- consumer ---
   // The entry at the consumer's position if the producer has written it this lap.
-  [[nodiscard]] const CompletionEntry* peek() const noexcept {
-    const CompletionEntry& e = entries_[consumer_position_ & mask_];
-    // Acquire pairs with the producer's release of the phase: the fields are complete.
-    return e.phase.load(std::memory_order_acquire) == phase_for(consumer_position_) ? &e : nullptr;
+  [[nodiscard]] const CompletionEntry* peek() const noexcept { return peek_at(consumer_position_); }
+  // The entry `ahead` places past the consumer's position, if written (for the arm check,
+  // which looks at everything queued without consuming it).
+  [[nodiscard]] const CompletionEntry* peek_ahead(uint32_t ahead) const noexcept {
+    return ahead < capacity() ? peek_at(consumer_position_ + ahead) : nullptr;
   }
   void pop() noexcept { ++consumer_position_; }
   // Lazily tells the producer how far we have read (once per poll call). Release:
@@ -125,6 +268,11 @@ class CompletionQueue {
   [[nodiscard]] bool overrun() const noexcept { return overrun_.load(std::memory_order_relaxed); }
 
  private:
+  [[nodiscard]] const CompletionEntry* peek_at(uint32_t index) const noexcept {
+    const CompletionEntry& e = entries_[index & mask_];
+    // cqe_is_ours(): acquire pairs with the producer's release of the phase, so the fields are complete.
+    return e.phase.load(std::memory_order_acquire) == phase_for(index) ? &e : nullptr;
+  }
   // Lap 0 writes phase 1, lap 1 writes 0, ...; entries start at 0, so none is valid at first.
   [[nodiscard]] uint8_t phase_for(uint32_t index) const noexcept {
     return static_cast<uint8_t>(((index / capacity()) & 1) ^ 1);
@@ -137,6 +285,7 @@ class CompletionQueue {
   uint32_t consumer_cache_ = 0;
   std::atomic<uint32_t> produced_{0};
   std::atomic<bool> overrun_{false};
+  CompletionEvents* events_ = nullptr;  // set before producers run; read-only after
   // Consumer-private position, and the index it publishes.
   alignas(kCacheLine) uint32_t consumer_position_ = 0;
   std::atomic<uint32_t> consumer_index_{0};

@@ -28,6 +28,14 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
   // for packets sent before the rewind still retires them.
   while (sq_oldest_ != tail) {
     WqeProgress& pr = progress(sq_oldest_);
+    if (pr.local) {  // an executed local operation retires with the WQEs before it
+      if (pr.local_status != CompletionStatus::kSuccess) {
+        enter_error(pr.local_status, sq_oldest_);
+        return AckResult::kProgress;
+      }
+      complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+      continue;
+    }
     if (!pr.started || is_before(psn, pr.first_psn)) break;
     const SendWqe& w = wqe(sq_oldest_);
     if (is_read_class(w.op)) {
@@ -78,6 +86,7 @@ void RcQp::on_ack(const ParsedPacket& p) noexcept {
         on_lost_response();
         return;
       }
+      if (state_ == QpState::kError) return;  // a failed local operation retired on the way
       if (attrs_.rnr_retry != 7) {
         if (rnr_retries_left_ == 0) {
           ++counters_.rnr_nak_retry_err;
@@ -98,6 +107,7 @@ void RcQp::on_ack(const ParsedPacket& p) noexcept {
     on_lost_response();
     return;
   }
+  if (state_ == QpState::kError) return;  // a failed local operation retired on the way
   if (syndrome.nak_code() == NakCode::kPsnSequenceError) {
     ++counters_.packet_seq_err;
     if (!retry_pending_) retry_or_fail(CompletionStatus::kRetryExceeded);
@@ -145,6 +155,7 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     on_lost_response();
     return;
   }
+  if (state_ == QpState::kError || sq_oldest_ == env_->send_queue_tail()) return;
   const SendWqe& w = wqe(sq_oldest_);
   WqeProgress& pr = progress(sq_oldest_);
   if (!pr.started || w.op != WorkOp::kRdmaRead) return;
@@ -172,6 +183,7 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
       next_psn_ = pr.last_psn + 1;
     }
     complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+    retire_local_operations();
   }
   restart_timer();
 }
@@ -183,6 +195,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
     on_lost_response();
     return;
   }
+  if (state_ == QpState::kError || sq_oldest_ == env_->send_queue_tail()) return;
   const SendWqe& w = wqe(sq_oldest_);
   if (!progress(sq_oldest_).started || !is_atomic(w.op) || progress(sq_oldest_).first_psn != psn) return;
   uint8_t original[8];
@@ -197,6 +210,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   retries_left_ = attrs_.retry_count;
   retry_pending_ = false;
   complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+  retire_local_operations();
   restart_timer();
 }
 

@@ -47,6 +47,11 @@ class RcEnv {
   virtual void complete_receive(const Completion& c) = 0;
   // The QP entered the error state: every posted receive completes as flushed.
   virtual void flush_receives() = 0;
+  // Performs local operation `w` (is_local_operation: fast register, local invalidate,
+  // bind) on registered memory and returns the status it completes with. Called exactly
+  // once per WQE, when the send cursor reaches it in posting order; never again after a
+  // go-back-N rewind.
+  virtual CompletionStatus execute_local(const SendWqe& w) = 0;
 
  protected:
   ~RcEnv() = default;
@@ -102,6 +107,8 @@ class RcQp {
     Psn last_psn{};  // last request PSN (READ: last response PSN)
     bool started = false;
     bool counted_in_flight = false;  // READ/atomic: its request is out and counted in reads_in_flight_
+    bool local = false;              // a local operation that has been executed, with this outcome:
+    CompletionStatus local_status = CompletionStatus::kSuccess;
   };
   [[nodiscard]] const SendWqe& wqe(uint32_t index) const noexcept { return sq_[index & sq_mask_]; }
   [[nodiscard]] WqeProgress& progress(uint32_t index) noexcept { return progress_[index & sq_mask_]; }
@@ -111,6 +118,8 @@ class RcQp {
     return is_after(next_psn_, resend_limit_psn_) ? next_psn_ : resend_limit_psn_;
   }
   bool start_wqe(uint32_t index) noexcept;
+  void execute_local(uint32_t index) noexcept;
+  void retire_local_operations() noexcept;
   bool send_packet(const SendWqe& w, WqeProgress& pr) noexcept;
   void retire_read(WqeProgress& pr) noexcept;
   void flush_posted() noexcept;

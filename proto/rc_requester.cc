@@ -102,9 +102,23 @@ unsigned RcQp::send(unsigned budget) noexcept {
   if (state_ != QpState::kReadyToSend || rnr_deadline_ns_ != 0) return 0;
   const uint32_t tail = env_->send_queue_tail();
   unsigned sent = 0;
-  while (sent < budget && sq_next_ != tail) {
+  unsigned executed = 0;  // local operations: no packet, but they count against the budget
+  while (sent + executed < budget && sq_next_ != tail) {
     const SendWqe& w = wqe(sq_next_);
     WqeProgress& pr = progress(sq_next_);
+    if (is_local_operation(w.op)) {
+      if (!pr.local) {
+        if ((w.flags & kWqeReadFence) && reads_in_flight_ > 0) break;
+        execute_local(sq_next_);
+        ++executed;
+      }
+      // A failed local operation holds the cursor: nothing after it may start, and it
+      // completes in error once everything before it has retired (IBTA 10.8.3.1).
+      if (pr.local_status == CompletionStatus::kSuccess) ++sq_next_;
+      retire_local_operations();
+      if (state_ == QpState::kError || pr.local_status != CompletionStatus::kSuccess) break;
+      continue;
+    }
     if (send_offset_ == 0) {
       // Windows that hold a WQE back before its first packet (IBTA 9.7.5.1.3, 10.8.3.3).
       if ((w.flags & kWqeReadFence) && reads_in_flight_ > 0) break;
@@ -119,7 +133,34 @@ unsigned RcQp::send(unsigned budget) noexcept {
     ++sent;
   }
   if (sent != 0 && retransmit_deadline_ns_ == 0) restart_timer();
-  return sent;
+  return sent + executed;
+}
+
+// A local operation runs when the send cursor reaches it, so it sees the memory effects
+// of every earlier local operation and none of the later ones. It consumes no PSN, and a
+// go-back-N rewind passes over it without running it again (pr.local stays set until it
+// retires).
+void RcQp::execute_local(uint32_t index) noexcept {
+  WqeProgress& pr = progress(index);
+  pr.local_status = env_->execute_local(wqe(index));
+  pr.local = true;
+  pr.started = true;
+  pr.first_psn = pr.last_psn = next_psn_;
+}
+
+// Completions leave in posting order: an executed local operation retires as soon as
+// every WQE before it has. A failed one moves the QP to the error state at that point.
+void RcQp::retire_local_operations() noexcept {
+  const uint32_t tail = env_->send_queue_tail();
+  while (state_ != QpState::kError && sq_oldest_ != tail) {
+    const WqeProgress& pr = progress(sq_oldest_);
+    if (!pr.local) return;
+    if (pr.local_status != CompletionStatus::kSuccess) {
+      enter_error(pr.local_status, sq_oldest_);
+      return;
+    }
+    complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
+  }
 }
 
 // Sends the next packet of WQE sq_next_ and advances the cursor past it.

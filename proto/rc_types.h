@@ -21,12 +21,20 @@ enum class WorkOp : uint8_t {
   kRdmaRead,
   kCompareSwap,
   kFetchAdd,
+  // Local operations: executed by the requester against registered memory when they reach
+  // the head of the send cursor, in posting order; they send nothing and consume no PSN.
+  kFastRegister,      // make a fast-register MR valid over a new range (verbs REG_MR, NDK NdkFastRegister)
+  kLocalInvalidate,   // make a fast-register MR or memory window invalid (verbs LOCAL_INV, NdkInvalidate)
+  kBindMemoryWindow,  // bind a type-2 memory window inside an MR (verbs BIND_MW, NdkBind)
 };
 
 constexpr bool is_read_class(WorkOp op) noexcept {
   return op == WorkOp::kRdmaRead || op == WorkOp::kCompareSwap || op == WorkOp::kFetchAdd;
 }
 constexpr bool is_atomic(WorkOp op) noexcept { return op == WorkOp::kCompareSwap || op == WorkOp::kFetchAdd; }
+constexpr bool is_local_operation(WorkOp op) noexcept {
+  return op == WorkOp::kFastRegister || op == WorkOp::kLocalInvalidate || op == WorkOp::kBindMemoryWindow;
+}
 
 // Access rights, verbs values (rocev2.md §5).
 enum Access : uint32_t {
@@ -51,6 +59,15 @@ enum WqeFlag : uint8_t {
   kWqeInline = 1u << 3,     // sge[0] points at data copied at post time; no key check
 };
 
+// What a local operation does to registered memory (tokens are index << 8 | key byte).
+struct MemoryOperation {
+  uint64_t addr = 0;  // kFastRegister: the region's first byte; kBindMemoryWindow: the window's
+  uint64_t length = 0;
+  uint32_t token = 0;         // the token made valid (fast register, bind) or invalid (local invalidate)
+  uint32_t region_token = 0;  // kBindMemoryWindow: the MR the window lies in
+  uint32_t access = 0;        // Access bits the new region or window grants
+};
+
 struct SendWqe {
   uint64_t context = 0;
   WorkOp op = WorkOp::kSend;
@@ -64,6 +81,7 @@ struct SendWqe {
   RemoteToken invalidate_rkey{};
   uint64_t compare_add = 0;        // CompareSwap: compare; FetchAdd: add
   uint64_t swap = 0;
+  MemoryOperation memory{};  // local operations only
 };
 
 struct RecvWqe {
@@ -80,6 +98,7 @@ enum class CompletionStatus : uint8_t {
   kLocalQpOperationError = 2,
   kLocalProtectionError = 4,
   kWorkRequestFlushed = 5,
+  kMemoryWindowBindError = 6,
   kBadResponse = 7,
   kLocalAccessError = 8,
   kRemoteInvalidRequest = 9,

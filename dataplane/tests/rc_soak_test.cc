@@ -142,7 +142,7 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
 
   // The faults really happened, and recovery really ran. Counters are final once idle.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  uint64_t faults = 0, retransmit_signals = 0;
+  uint64_t faults = 0, retransmit_signals = 0;  // sequence NAKs, timeouts and implied NAKs, all engines
   for (EngineId e = 0; e < world.dataplane().engine_count(); ++e) {
     const auto values = counter_values(world.dataplane().engine(e).counters());
     std::printf("engine %u counters:", e);
@@ -165,6 +165,7 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
   std::printf("B: out_of_sequence=%llu duplicate_request=%llu\n", static_cast<unsigned long long>(qb.out_of_sequence),
               static_cast<unsigned long long>(qb.duplicate_request));
   EXPECT_GT(faults, 0u);
+  EXPECT_GT(retransmit_signals, 0u) << "go-back-N never ran";
   EXPECT_GT(qa.retransmitted_packets, 0u);
   world.destroy(a, b);
 }

@@ -40,7 +40,8 @@ class SimEndpoint final : public RcEnv {
   Region& add_region(std::size_t size, uint32_t access, uint8_t fill = 0) {
     auto r = std::make_unique<Region>();
     r->bytes.assign(size + 8, fill);  // 8 spare bytes so an 8-aligned atomic target always fits
-    r->key = next_key_++;
+    r->key = next_key_;
+    next_key_ += 0x100;  // index << 8 | key byte, as the dataplane forms tokens
     r->access = access;
     regions_.push_back(std::move(r));
     return *regions_.back();
@@ -107,6 +108,32 @@ class SimEndpoint final : public RcEnv {
     rq_.clear();
   }
 
+  // Local operations on the regions: a region's key names its slot (key >> 8); fast
+  // register and bind need an invalid remotely-invalidatable slot, invalidate a valid one.
+  CompletionStatus execute_local(const SendWqe& w) override {
+    ++local_operations_executed;
+    const MemoryOperation& m = w.memory;
+    Region* target = nullptr;
+    for (auto& r : regions_)
+      if ((r->key >> 8) == (m.token >> 8)) target = r.get();
+    switch (w.op) {
+      case WorkOp::kFastRegister:
+        if (target == nullptr || target->valid || !target->remotely_invalidatable)
+          return CompletionStatus::kLocalQpOperationError;
+        target->key = m.token;
+        target->access = m.access;
+        target->valid = true;
+        return CompletionStatus::kSuccess;
+      case WorkOp::kLocalInvalidate:
+        if (target == nullptr || !target->valid || target->key != m.token || !target->remotely_invalidatable)
+          return CompletionStatus::kLocalQpOperationError;
+        target->valid = false;
+        return CompletionStatus::kSuccess;
+      default:
+        return CompletionStatus::kMemoryWindowBindError;  // the simulation has no memory windows
+    }
+  }
+
   const SendWqe* sq() const { return sq_.data(); }
   uint32_t sq_size() const { return static_cast<uint32_t>(sq_.size()); }
   void set_clock(const uint64_t* clock) { clock_ = clock; }
@@ -117,6 +144,7 @@ class SimEndpoint final : public RcEnv {
   std::vector<Completion> send_completions;
   std::vector<Completion> recv_completions;
   uint64_t frames_rejected = 0;
+  uint64_t local_operations_executed = 0;
 
  private:
   uint8_t* resolve(uint32_t key, uint64_t addr, uint32_t len, uint32_t access) {

@@ -544,5 +544,137 @@ TEST(RcTransport, OneSequenceNakPerGap) {
   EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 64 * 1024));
 }
 
+// --- local operations (fast register, local invalidate): in SQ order, no PSN, run once ---
+
+SendWqe local_op(WorkOp op, uint32_t token, uint64_t context, uint8_t flags = kWqeSignaled) {
+  SendWqe w;
+  w.context = context;
+  w.op = op;
+  w.flags = flags;
+  w.memory.token = token;
+  w.memory.access = kAll;
+  return w;
+}
+
+Psn first_psn_of(const SimNetwork& net, Opcode op) {
+  for (const auto& f : net.wire_log) {
+    const ParseResult r = parse_packet(f);
+    if (r.ok() && r.packet.opcode() == op) return r.packet.bth().get(Bth::psn);
+  }
+  return Psn{0xFFFFFF};
+}
+
+TEST(RcLocalOperations, CompleteInPostingOrderAndConsumeNoPsn) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(4096, kAll);
+  Region& frmr = net.a().add_region(4096, 0);
+  frmr.remotely_invalidatable = true;
+  frmr.valid = false;
+  Region& dst = net.b().add_region(4096, kAll);
+  net.b().post_receive(recv_wqe(dst, 4096, 50));
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 3000, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  const uint32_t new_token = frmr.key + 1;  // same slot, next key byte
+  ASSERT_TRUE(net.a().post_send(local_op(WorkOp::kFastRegister, new_token, 2)));
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 10, 3)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 3; }));
+  for (uint64_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(net.a().send_completions[i].context, i + 1) << "completions leave in posting order";
+    EXPECT_EQ(net.a().send_completions[i].status, CompletionStatus::kSuccess);
+  }
+  EXPECT_EQ(net.a().send_completions[1].op, WorkOp::kFastRegister);
+  EXPECT_TRUE(frmr.valid);
+  EXPECT_EQ(frmr.key, new_token);
+  // The WRITE took PSNs first..first+2; the SEND follows at once: the local operation took none.
+  EXPECT_EQ(first_psn_of(net, Opcode::kRcSendOnly), first_psn_of(net, Opcode::kRcRdmaWriteFirst) + 3);
+  EXPECT_EQ(net.a().local_operations_executed, 1u);
+}
+
+TEST(RcLocalOperations, AloneItCompletesWithoutAnyPacket) {
+  SimNetwork net(attrs(1024));
+  Region& mr = net.a().add_region(64, kAll);
+  mr.remotely_invalidatable = true;
+  ASSERT_TRUE(net.a().post_send(local_op(WorkOp::kLocalInvalidate, mr.key, 9)));
+  EXPECT_EQ(net.a().qp.send(32), 1u);
+  ASSERT_EQ(net.a().send_completions.size(), 1u);
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_FALSE(mr.valid);
+  EXPECT_TRUE(net.a().outbox.empty());
+  EXPECT_EQ(net.a().qp.send_queue_head(), 1u);
+}
+
+TEST(RcLocalOperations, RunOnceAcrossGoBackN) {
+  RcQpAttributes a = attrs(1024);
+  a.retry_count = 7;
+  SimNetwork net(a, 256, 5);
+  net.faults.loss = 0.2;
+  Region& src = net.a().add_region(64 * 1024, kAll);
+  Region& dst = net.b().add_region(64 * 1024, kAll);
+  std::vector<Region*> mrs;
+  for (int i = 0; i < 8; ++i) {
+    mrs.push_back(&net.a().add_region(64, kAll));
+    mrs.back()->remotely_invalidatable = true;
+  }
+  uint64_t context = 0;
+  for (int i = 0; i < 8; ++i) {
+    SendWqe w = wqe(WorkOp::kRdmaWrite, src, 8 * 1024, context++);
+    w.remote_addr = dst.addr(static_cast<std::size_t>(i) * 8 * 1024);
+    w.rkey = RemoteToken{dst.key};
+    ASSERT_TRUE(net.a().post_send(w));
+    // Invalidating an already invalid key fails: running any of these twice would show.
+    ASSERT_TRUE(
+        net.a().post_send(local_op(WorkOp::kLocalInvalidate, mrs[static_cast<std::size_t>(i)]->key, context++)));
+  }
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 16; }));
+  EXPECT_GT(net.a().qp.counters().retransmitted_packets, 0u) << "the wire must have forced go-back-N";
+  EXPECT_EQ(net.a().local_operations_executed, 8u);
+  for (uint64_t i = 0; i < 16; ++i) {
+    EXPECT_EQ(net.a().send_completions[i].context, i);
+    EXPECT_EQ(net.a().send_completions[i].status, CompletionStatus::kSuccess) << i;
+  }
+}
+
+TEST(RcLocalOperations, AFailureCompletesInOrderAndFlushesTheRest) {
+  SimNetwork net(attrs(1024));
+  Region& src = net.a().add_region(4096, kAll);
+  Region& dst = net.b().add_region(4096, kAll);
+  net.b().post_receive(recv_wqe(dst, 4096, 50));
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 3000, 1);
+  w.remote_addr = dst.addr();
+  w.rkey = RemoteToken{dst.key};
+  ASSERT_TRUE(net.a().post_send(w));
+  ASSERT_TRUE(net.a().post_send(local_op(WorkOp::kLocalInvalidate, 0x7700, 2, 0)));  // no such key; unsignaled
+  ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 10, 3)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 3; }));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess) << "the WRITE before it finishes first";
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kLocalQpOperationError)
+      << "a failure completes even when unsignaled";
+  EXPECT_EQ(net.a().send_completions[2].status, CompletionStatus::kWorkRequestFlushed);
+  EXPECT_EQ(count_opcode(net, Opcode::kRcSendOnly), 0) << "nothing after the failure reaches the wire";
+  EXPECT_EQ(net.a().qp.state(), QpState::kError);
+}
+
+TEST(RcLocalOperations, UnsignaledSuccessIsSilentAndFenceWaitsForReads) {
+  SimNetwork net(attrs(1024));
+  Region& local = net.a().add_region(4096, kAll);
+  Region& remote = net.b().add_region(4096, kAll);
+  Region& mr = net.a().add_region(64, kAll);
+  mr.remotely_invalidatable = true;
+  SendWqe r = wqe(WorkOp::kRdmaRead, local, 4096, 1);
+  r.remote_addr = remote.addr();
+  r.rkey = RemoteToken{remote.key};
+  ASSERT_TRUE(net.a().post_send(r));
+  ASSERT_TRUE(net.a().post_send(local_op(WorkOp::kLocalInvalidate, mr.key, 2, kWqeReadFence)));
+  ASSERT_TRUE(net.a().post_send(local_op(WorkOp::kLocalInvalidate, 0x7700, 3, 0)));
+  net.a().qp.send(32);
+  EXPECT_EQ(net.a().local_operations_executed, 0u) << "the fenced operation waits for the READ";
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_EQ(net.a().send_completions[0].context, 1u);
+  EXPECT_EQ(net.a().send_completions[1].context, 3u) << "the silent success left no completion";
+  EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kLocalQpOperationError);
+}
+
 }  // namespace
 }  // namespace uroce::proto

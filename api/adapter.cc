@@ -1,0 +1,195 @@
+// The adapter (open, query, create CQ/PD, close) and object lifetimes.
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "api/provider.h"
+
+namespace uroce::ndk {
+
+using detail::AdapterImpl;
+
+NTSTATUS NdkOpenAdapter(const config::Config& config, NdkVersion version, Adapter** adapter) {
+  if (adapter == nullptr) return STATUS_INVALID_PARAMETER;
+  AdapterImpl* impl = nullptr;
+  const NTSTATUS status = AdapterImpl::open(config, version, &impl);
+  if (status == STATUS_SUCCESS) *adapter = impl;
+  return status;
+}
+
+void NdkCloseAdapter(Adapter* adapter) {
+  if (adapter != nullptr) static_cast<AdapterImpl*>(adapter)->close();
+}
+
+namespace detail {
+
+namespace {
+
+void wait_until(const std::atomic<bool>& flag) {
+  for (unsigned spins = 0; !flag.load(std::memory_order_acquire); ++spins) {
+    if (spins < 1000) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------ Lifetime
+
+NTSTATUS Lifetime::close(CloseCompletion completion, void* context) noexcept {
+  std::atomic<bool> closed{false};
+  if (completion != nullptr) {
+    completion_ = completion;
+    completion_context_ = context;
+  } else {
+    waiter_ = &closed;
+  }
+  closing_.store(true, std::memory_order_release);
+  // acq_rel: whoever lets go last sees completion_/waiter_ set above.
+  if (references_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    completion_ = nullptr;  // finished inline: STATUS_SUCCESS means the completion is never called
+    waiter_ = nullptr;
+    last_reference_gone();
+    return STATUS_SUCCESS;
+  }
+  if (completion != nullptr) return STATUS_PENDING;
+  wait_until(closed);
+  return STATUS_SUCCESS;
+}
+
+void Lifetime::last_reference_gone() noexcept {
+  Lifetime* const antecedent = antecedent_;
+  const CloseCompletion completion = completion_;
+  void* const context = completion_context_;
+  std::atomic<bool>* const waiter = waiter_;
+  delete this;
+  // The consumer's completion runs before the antecedent may complete its own close (ndkpi.md §10.3);
+  // a waiting close returns only after the antecedent let go, so the caller can close that next.
+  if (completion != nullptr) completion(context);
+  if (antecedent != nullptr) antecedent->release();
+  if (waiter != nullptr) waiter->store(true, std::memory_order_release);
+}
+
+// ------------------------------------------------------------------------------------------------- Adapter
+
+NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, AdapterImpl** adapter) {
+  if (adapter == nullptr) return STATUS_INVALID_PARAMETER;
+  // ndkpi.md §1: major must match; the requested minor is the lowest the caller accepts.
+  if (version.Major != kNdkVersion.Major || version.Minor > kNdkVersion.Minor) return NDIS_STATUS_BAD_VERSION;
+  std::unique_ptr<AdapterImpl> a(new AdapterImpl());
+  auto dp = dataplane::Dataplane::start(config);
+  if (!dp.ok()) {
+    std::fprintf(stderr, "uroce: NdkOpenAdapter: %s\n", dp.error().c_str());
+    return STATUS_INSUFFICIENT_RESOURCES;
+  }
+  a->dataplane_ = std::move(dp.value());
+  auto transport = dataplane::RcTransport::start(*a->dataplane_);
+  if (!transport.ok()) {
+    std::fprintf(stderr, "uroce: NdkOpenAdapter: %s\n", transport.error().c_str());
+    return STATUS_INSUFFICIENT_RESOURCES;
+  }
+  a->transport_ = std::move(transport.value());
+  a->notifier_ = std::make_unique<Notifier>(kMaxNotifiables);
+
+  NdkAdapterInfo& i = a->info_;
+  i.Version = kNdkVersion;
+  i.MaxRegistrationSize = kMaxRegistrationSize;
+  i.MaxWindowSize = kMaxRegistrationSize;
+  i.FRMRPageCount = kFastRegisterPageCount;
+  i.MaxInitiatorRequestSge = kMaxSge;
+  i.MaxReceiveRequestSge = kMaxSge;
+  i.MaxReadRequestSge = kMaxSge;
+  i.MaxTransferLength = kMaxTransferLength;
+  i.MaxInlineDataSize = kMaxInlineDataSize;
+  i.MaxInboundReadLimit = config.rdma.max_dest_rd_atomic;
+  i.MaxOutboundReadLimit = config.rdma.max_rd_atomic;
+  i.MaxReceiveQueueDepth = kMaxQueueDepth;
+  i.MaxInitiatorQueueDepth = kMaxQueueDepth;
+  i.MaxSrqDepth = kMaxQueueDepth;
+  i.MaxCqDepth = kMaxCqDepth;
+  i.LargeRequestThreshold = kLargeRequestThreshold;
+  i.MaxCallerData = 0;  // no connection management yet: no private data
+  i.MaxCalleeData = 0;
+  // In order: the responder places a message's packets in PSN order. RoCE needs no read-sink rights
+  // (ndkpi.md §11). Resize is supported; interrupt moderation, READ with local invalidate and loopback to
+  // our own address are not.
+  i.AdapterFlags = NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED | NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
+                   NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED |
+                   (a->dataplane_->engine_count() > 1 ? NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED : 0u);
+  i.RdmaTechnology = NdkRoCEv2;
+  *adapter = a.release();
+  return STATUS_SUCCESS;
+}
+
+void AdapterImpl::close() {
+  // Our own reference; successors hold theirs until their closes complete (ndkpi.md §10.3: on return every
+  // callback of every descendant has returned).
+  release();
+  while (!unreferenced_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  notifier_->stop();
+  transport_.reset();
+  dataplane_->stop();
+  dataplane_.reset();
+  delete this;
+}
+
+NTSTATUS AdapterImpl::NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) {
+  if (buffer_size == nullptr) return STATUS_INVALID_PARAMETER;
+  if (*buffer_size < sizeof(NdkAdapterInfo)) {
+    *buffer_size = sizeof(NdkAdapterInfo);
+    return STATUS_BUFFER_TOO_SMALL;
+  }
+  if (info == nullptr) return STATUS_INVALID_PARAMETER;
+  *info = info_;
+  *buffer_size = sizeof(NdkAdapterInfo);
+  return STATUS_SUCCESS;
+}
+
+uint16_t AdapterImpl::UroceEngineCount() const { return static_cast<uint16_t>(dataplane_->engine_count()); }
+
+GroupAffinity AdapterImpl::UroceEngineAffinity(uint16_t engine) const {
+  const auto& cpus = dataplane_->config().eal.lcores;
+  if (engine >= cpus.size() || cpus[engine] >= 64) return GroupAffinity{};
+  return GroupAffinity{uint64_t{1} << cpus[engine], 0};
+}
+
+// The first engine whose CPU the affinity names; else the lowest named CPU modulo the engine count; no
+// affinity: round-robin. (Engines sharing one CPU cannot be told apart: the first wins.)
+dataplane::EngineId AdapterImpl::choose_engine(const GroupAffinity* affinity) noexcept {
+  const auto engines = static_cast<uint32_t>(dataplane_->engine_count());
+  if (affinity == nullptr || affinity->Mask == 0 || affinity->Group != 0)
+    return static_cast<dataplane::EngineId>(next_engine_.fetch_add(1, std::memory_order_relaxed) % engines);
+  const auto& cpus = dataplane_->config().eal.lcores;
+  for (uint32_t e = 0; e < engines && e < cpus.size(); ++e)
+    if (cpus[e] < 64 && (affinity->Mask >> cpus[e]) & 1) return static_cast<dataplane::EngineId>(e);
+  return static_cast<dataplane::EngineId>(static_cast<uint32_t>(__builtin_ctzll(affinity->Mask)) % engines);
+}
+
+bool AdapterImpl::reserve_notifiable() noexcept {
+  if (notifiables_.fetch_add(1, std::memory_order_relaxed) < kMaxNotifiables) return true;
+  notifiables_.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
+
+NTSTATUS AdapterImpl::NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
+                                  const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
+                                  Cq** cq) {
+  if (cq_depth == 0 || cq_depth > kMaxCqDepth) return STATUS_INVALID_PARAMETER;
+  const dataplane::EngineId home = choose_engine(affinity);
+  return create(*this, completion, request_context, cq, [=, this]() -> std::pair<NTSTATUS, Cq*> {
+    if (!reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
+    return {STATUS_SUCCESS, new CqImpl(*this, cq_depth, home, notification, notification_context)};
+  });
+}
+
+NTSTATUS AdapterImpl::NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) {
+  return create(*this, completion, request_context, pd, [this]() -> std::pair<NTSTATUS, Pd*> {
+    return {STATUS_SUCCESS, new PdImpl(*this)};
+  });
+}
+
+}  // namespace detail
+}  // namespace uroce::ndk

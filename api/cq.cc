@@ -1,0 +1,161 @@
+// Completion queues: results, arming and notification delivery, resize, close.
+#include <algorithm>
+
+#include "api/completion_status.h"
+#include "api/provider.h"
+
+namespace uroce::ndk::detail {
+
+namespace {
+
+NdkOperationType operation_type(const dataplane::CompletionEntry& e) noexcept {
+  using proto::WorkOp;
+  if (e.is_receive)
+    return (e.completion.flags & proto::kCompletionWithInvalidate) ? NdkOperationTypeReceiveAndInvalidate
+                                                                   : NdkOperationTypeReceive;
+  switch (e.completion.op) {
+    case WorkOp::kRdmaWrite:
+    case WorkOp::kRdmaWriteWithImmediate:
+      return NdkOperationTypeWrite;
+    case WorkOp::kRdmaRead:
+      return NdkOperationTypeRead;
+    case WorkOp::kFastRegister:
+      return NdkOperationTypeFastRegister;
+    case WorkOp::kLocalInvalidate:
+      return NdkOperationTypeInvalidate;
+    case WorkOp::kBindMemoryWindow:
+      return NdkOperationTypeBind;
+    default:
+      return NdkOperationTypeSend;  // Send, SendAndInvalidate (ndkpi.md §5: the sender sees Send)
+  }
+}
+
+void fill(NdkResult& r, const dataplane::CompletionEntry& e) noexcept {
+  r.Status = ntstatus_of(e.completion.status, e.is_receive);
+  r.BytesTransferred = e.completion.byte_length;
+  r.QPContext = reinterpret_cast<void*>(static_cast<uintptr_t>(e.qp_context));
+  r.RequestContext = reinterpret_cast<void*>(static_cast<uintptr_t>(e.completion.context));
+}
+
+void fill(NdkResultEx& r, const dataplane::CompletionEntry& e) noexcept {
+  r.Status = ntstatus_of(e.completion.status, e.is_receive);
+  r.BytesTransferred = e.completion.byte_length;
+  r.QPContext = reinterpret_cast<void*>(static_cast<uintptr_t>(e.qp_context));
+  r.RequestContext = reinterpret_cast<void*>(static_cast<uintptr_t>(e.completion.context));
+  r.Type = operation_type(e);
+  r.ProviderErrorCode = static_cast<uint32_t>(e.completion.status);  // 0 on success
+  r.TypeSpecificCompletionOutput =
+      r.Type == NdkOperationTypeReceiveAndInvalidate ? e.completion.invalidated_rkey.value() : 0;
+}
+
+}  // namespace
+
+CqImpl::CqImpl(AdapterImpl& adapter, uint32_t depth, dataplane::EngineId home, CqNotificationCallback callback,
+               void* callback_context)
+    : Cq(kNdkVersion, NdkObjectTypeCq),
+      Lifetime(&adapter),
+      adapter_(adapter),
+      slices_(depth, static_cast<unsigned>(adapter.dataplane().engine_count()), &adapter.notifier(),
+              static_cast<Notifiable*>(this)),
+      home_(home),
+      callback_(callback),
+      callback_context_(callback_context) {}
+
+CqImpl::~CqImpl() { adapter_.release_notifiable(); }
+
+NTSTATUS CqImpl::NdkCloseCq(CloseCompletion completion, void* request_context) {
+  // From here on deliver_notification() calls nothing; the close completes once attached QPs are closed and
+  // a delivery in progress has returned (each holds a reference).
+  return close(completion, request_context);
+}
+
+void CqImpl::attach(QpImpl* qp) {
+  retain();
+  qps_.push_back(qp);
+}
+
+void CqImpl::detach(QpImpl* qp) {
+  {
+    const std::lock_guard lock(attach_mutex_);
+    qps_.erase(std::find(qps_.begin(), qps_.end(), qp));
+  }
+  release();
+}
+
+template <class Result, class Fill>
+uint32_t CqImpl::get_results(Result* results, uint32_t count, Fill&& fill_one) {
+  if (results == nullptr) return 0;
+  uint32_t n = 0;
+  n = slices_.consume(count, [&](const dataplane::CompletionEntry& e) {
+    fill_one(results[n], e);
+    ++n;
+  });
+  // ndkpi.md §9.9: an overrun is reported (after the entries that made it) and then nothing further.
+  if (n < count && slices_.failed() && !overrun_reported_) {
+    overrun_reported_ = true;
+    results[n] = Result{};
+    results[n].Status = STATUS_BUFFER_OVERFLOW;
+    ++n;
+  }
+  return n;
+}
+
+uint32_t CqImpl::NdkGetCqResults(NdkResult* results, uint32_t count) {
+  return get_results(results, count, [](NdkResult& r, const dataplane::CompletionEntry& e) { fill(r, e); });
+}
+
+uint32_t CqImpl::NdkGetCqResultsEx(NdkResultEx* results, uint32_t count) {
+  return get_results(results, count, [](NdkResultEx& r, const dataplane::CompletionEntry& e) { fill(r, e); });
+}
+
+void CqImpl::NdkArmCq(uint32_t notify_type) {
+  using dataplane::ArmLevel;
+  switch (notify_type) {
+    case NDK_CQ_NOTIFY_ERRORS:
+      slices_.arm(ArmLevel::kErrors);
+      break;
+    case NDK_CQ_NOTIFY_ANY:
+      slices_.arm(ArmLevel::kAny);
+      break;
+    case NDK_CQ_NOTIFY_SOLICITED:
+      slices_.arm(ArmLevel::kSolicited);
+      break;
+    default:
+      break;  // VOID function: an unknown type arms nothing
+  }
+}
+
+// One notification per arm (the engine or NdkArmCq cleared the arm before handing us over), none after the
+// close began, and none after the overrun was reported.
+void CqImpl::deliver_notification() noexcept {
+  if (closing() || callback_ == nullptr || overrun_notified_) return;
+  const bool overrun = slices_.failed();
+  overrun_notified_ = overrun;
+  callback_(callback_context_, overrun ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS);
+}
+
+NTSTATUS CqImpl::NdkControlCqInterruptModeration(uint32_t, uint32_t) {
+  return STATUS_NOT_SUPPORTED;  // NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED is not advertised
+}
+
+// Never loses entries and never quiesces the engines (ND v2 guidance, ndkpi.md §9.2): every slice gets a new
+// ring, each attached QP's engine switches to it between two loop iterations, and the consumer drains the
+// old rings (now final) before the new ones. Finishes inline; the consumer must not poll meanwhile.
+NTSTATUS CqImpl::NdkResizeCq(uint32_t cq_depth, RequestCompletion, void*) {
+  if (cq_depth == 0 || cq_depth > kMaxCqDepth) return STATUS_INVALID_PARAMETER;
+  if (cq_depth < slices_.queued()) return STATUS_BUFFER_OVERFLOW;
+  if (slices_.failed()) return STATUS_INVALID_DEVICE_REQUEST;
+  const std::lock_guard lock(attach_mutex_);
+  auto rings = slices_.make_rings(cq_depth);
+  bool switched = true;
+  for (QpImpl* qp : qps_) {
+    const dataplane::EngineId e = qp->engine();
+    // Only fails when the engines have stopped (the adapter is going away); the rings are adopted anyway,
+    // so a QP already switched never writes a freed ring.
+    switched &= adapter_.transport().retarget_completions(*qp->transport_qp(), &slices_.ring(e), rings[e].get()).ok();
+  }
+  slices_.adopt_rings(std::move(rings));
+  return switched ? STATUS_SUCCESS : STATUS_INTERNAL_ERROR;
+}
+
+}  // namespace uroce::ndk::detail

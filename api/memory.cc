@@ -1,0 +1,121 @@
+// Protection domains, memory regions (registered and fast-register) and memory windows.
+#include "api/provider.h"
+
+namespace uroce::ndk::detail {
+
+namespace {
+
+// NDK_MR_FLAG_* -> verbs access bits (ndkpi.md §11: REMOTE_WRITE 0x5 includes LOCAL_WRITE; RDMA_READ_SINK is
+// an iWARP notion, accepted and ignored because we advertise RDMA_READ_SINK_NOT_REQUIRED).
+constexpr uint32_t kKnownMrFlags = NDK_MR_FLAG_ALLOW_LOCAL_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ |
+                                   NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_RDMA_READ_SINK;
+constexpr uint32_t kRemoteWriteOnlyBit = NDK_MR_FLAG_ALLOW_REMOTE_WRITE & ~NDK_MR_FLAG_ALLOW_LOCAL_WRITE;
+
+uint32_t access_of_mr_flags(uint32_t flags) noexcept {
+  uint32_t access = 0;
+  if (flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE) access |= proto::kAccessLocalWrite;
+  if (flags & NDK_MR_FLAG_ALLOW_REMOTE_READ) access |= proto::kAccessRemoteRead;
+  if (flags & kRemoteWriteOnlyBit) access |= proto::kAccessRemoteWrite;
+  return access;
+}
+
+// The same slot with the next key byte (rocev2.md §5: a stale token never matches).
+constexpr uint32_t next_key(uint32_t token) noexcept { return (token & ~0xFFu) | ((token + 1) & 0xFFu); }
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------------ PD
+
+NTSTATUS PdImpl::NdkCreateMr(bool fast_register, CreateCompletion completion, void* request_context, Mr** mr) {
+  return adapter_.create(*this, completion, request_context, mr, [this, fast_register]() -> std::pair<NTSTATUS, Mr*> {
+    return {STATUS_SUCCESS, new MrImpl(*this, fast_register)};
+  });
+}
+
+NTSTATUS PdImpl::NdkCreateMw(CreateCompletion completion, void* request_context, Mw** mw) {
+  return adapter_.create(*this, completion, request_context, mw, [this]() -> std::pair<NTSTATUS, Mw*> {
+    auto token = adapter_.transport().reserve_memory(dataplane::MemoryKind::kWindow, id_);
+    if (!token.ok()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
+    return {STATUS_SUCCESS, new MwImpl(*this, token.value())};
+  });
+}
+
+// ------------------------------------------------------------------------------------------------------ MR
+
+MrImpl::~MrImpl() { release_slot(); }
+
+void MrImpl::release_slot() noexcept {
+  const uint32_t t = token();
+  if (t == 0) return;
+  if (fast_register_) {
+    pd_.adapter().transport().release_memory_slot(t);  // its key byte may have moved on
+  } else if (registered()) {
+    (void)pd_.adapter().transport().deregister_memory(t);
+  }
+  token_.store(0, std::memory_order_relaxed);
+  registered_.store(false, std::memory_order_release);
+  page_capacity_.store(0, std::memory_order_release);
+}
+
+// Finishes inline (the table is shared: no engine round trip), so the completion is never called.
+NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags, RequestCompletion, void*) {
+  if (fast_register_ || registered()) return STATUS_INVALID_DEVICE_REQUEST;
+  if (address == nullptr || length == 0 || length > kMaxRegistrationSize || (flags & ~kKnownMrFlags) != 0)
+    return STATUS_INVALID_PARAMETER;
+  if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address))
+    return STATUS_INVALID_PARAMETER;  // wraps around the address space
+  if ((flags & kRemoteWriteOnlyBit) && !(flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE)) return STATUS_INVALID_PARAMETER;
+  const uint32_t access = access_of_mr_flags(flags);
+  auto token = pd_.adapter().transport().register_memory(reinterpret_cast<uint64_t>(address), length, access, pd_.id());
+  if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
+  address_ = reinterpret_cast<uint64_t>(address);
+  length_ = length;
+  access_ = access;
+  token_.store(token.value(), std::memory_order_relaxed);
+  registered_.store(true, std::memory_order_release);
+  return STATUS_SUCCESS;
+}
+
+NTSTATUS MrImpl::NdkDeregisterMr(RequestCompletion, void*) {
+  if (fast_register_ || !registered()) return STATUS_INVALID_DEVICE_REQUEST;
+  release_slot();
+  return STATUS_SUCCESS;
+}
+
+NTSTATUS MrImpl::NdkInitializeFastRegisterMr(uint32_t adapter_page_count, bool remote_access, RequestCompletion,
+                                             void*) {
+  if (!fast_register_) return STATUS_INVALID_DEVICE_REQUEST;
+  if (adapter_page_count == 0) return STATUS_INVALID_PARAMETER;
+  if (adapter_page_count > kFastRegisterPageCount) return STATUS_IMPLEMENTATION_LIMIT;
+  if (token() == 0) {  // may be repeated (ndkpi.md §9.4): the slot stays, its capacity and rights change
+    auto token = pd_.adapter().transport().reserve_memory(dataplane::MemoryKind::kFastRegisterRegion, pd_.id());
+    if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
+    token_.store(token.value(), std::memory_order_relaxed);
+  }
+  remote_access_ = remote_access;
+  page_capacity_.store(adapter_page_count, std::memory_order_release);
+  return STATUS_SUCCESS;
+}
+
+uint32_t MrImpl::next_token() noexcept {
+  const uint32_t t = next_key(token());
+  token_.store(t, std::memory_order_relaxed);
+  return t;
+}
+
+// ------------------------------------------------------------------------------------------------------ MW
+
+MwImpl::~MwImpl() {
+  pd_.adapter().transport().release_memory_slot(token());
+  if (MrImpl* mr = bound_.load(std::memory_order_acquire)) mr->release();
+}
+
+uint32_t MwImpl::bind_to(MrImpl& mr) noexcept {
+  mr.retain();  // ndkpi.md §2: MR -> MW after NdkBind; the MR's close waits for the window's
+  if (MrImpl* previous = bound_.exchange(&mr, std::memory_order_acq_rel)) previous->release();
+  const uint32_t t = next_key(token());
+  token_.store(t, std::memory_order_relaxed);
+  return t;
+}
+
+}  // namespace uroce::ndk::detail

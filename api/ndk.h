@@ -1,0 +1,231 @@
+// uroce's public API: Microsoft's NDKPI (Network Direct Kernel Provider Interface) in the shape of C++
+// (../shared/ref/ndkpi.md). Same objects, functions, flags, statuses and rules; namespace uroce::ndk.
+//
+//   Adapter -> Cq, Pd;  Pd -> Mr, Mw, Srq, Qp;  Cq -> Qp;  Srq -> Qp;  Mr -> Mw (after NdkBind)
+//
+// Each NDK dispatch table is an abstract class: its entries are the virtual NdkXxx member functions, in
+// the NDK's order. Objects are created by their parent's NdkCreateXxx and end with their own NdkCloseXxx;
+// the consumer never deletes them. Every object starts with an ObjectHeader (NDK_OBJECT_HEADER).
+//
+// What uroce decides where NDK leaves the provider a choice:
+//   * Creates (NdkCreateCq/Pd/Mr/Mw/Srq/Qp/QpWithSrq) and UroceConnect: with a completion callback they
+//     return STATUS_PENDING and deliver the object (or the failure) through it later, on a notifier thread;
+//     with a null callback they finish before returning. Parameter errors are always returned inline.
+//   * Every other request (register, deregister, initialize fast register, resize, modify SRQ) finishes
+//     inline: it never returns STATUS_PENDING, so its completion callback is never called.
+//   * Closes return STATUS_SUCCESS, or STATUS_PENDING while successors are open or a notification is being
+//     delivered (ndkpi.md §10.3); then the close completion runs when the last of them goes. A close with a
+//     null completion waits instead (never call it from a callback it would wait for).
+//   * Posting and polling take no locks and never block or allocate. Initiator posts on a QP that is not
+//     connected fail with STATUS_CONNECTION_INVALID; receives may be posted before connecting.
+//   * Notifications (CQ, SRQ) and async completions run on a TBB task arena, never on an engine thread,
+//     serialised per CQ/SRQ.
+//   * Connection management does not exist yet: UroceConnect connects a QP from attributes exchanged out of
+//     band, as perftest and ibv_rc_pingpong do (see UroceConnectAttributes).
+//   * Addresses: a "logical address" (NDK_LOGICAL_ADDRESS) is a virtual address of this process, so fast
+//     register needs virtually contiguous pages and BaseVirtualAddress = page 0 + FBO (VA-based addressing).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "api/ndk_types.h"
+#include "config/config.h"
+
+namespace uroce::ndk {
+
+class Adapter;
+class Cq;
+class Pd;
+class Mr;
+class Mw;
+class Srq;
+class Qp;
+
+// NDK_OBJECT_HEADER: the negotiated version and the object's type, at offset 0 of every object.
+class ObjectHeader {
+ public:
+  NdkVersion Version{};
+  NdkObjectType ObjectType = NdkObjectTypeUndefined;
+
+ protected:
+  ObjectHeader(NdkVersion version, NdkObjectType type) : Version(version), ObjectType(type) {}
+  ~ObjectHeader() = default;
+};
+
+// NDK_ADAPTER_DISPATCH. Opened with NdkOpenAdapter, closed with NdkCloseAdapter (blocking).
+class Adapter : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) = 0;
+  // Affinity picks the engine whose CPU it names (UroceEngineAffinity); QPs whose initiator CQ this is run
+  // on that engine. Without one, CQs go round-robin over the engines. Callbacks run on the notifier.
+  virtual NTSTATUS NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
+                               const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
+                               Cq** cq) = 0;
+  virtual NTSTATUS NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) = 0;
+
+  // --- uroce extensions ---
+  // The affinity that puts a CQ (and the QPs it serves) on engine `engine`.
+  [[nodiscard]] virtual GroupAffinity UroceEngineAffinity(uint16_t engine) const = 0;
+  [[nodiscard]] virtual uint16_t UroceEngineCount() const = 0;
+  // Returns once every notification and async completion handed to the notifier before the call has been
+  // delivered (for tests and orderly shutdown; never call it from a callback).
+  virtual void UroceWaitForNotifier() = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Adapter() = default;
+};
+
+// NDIS's OPEN_NDK_ADAPTER_HANDLER: starts the dataplane and the RC transport for `config`. Version
+// negotiation as NDKPI's: major 1, and the lowest minor the caller accepts; the adapter runs 1.2.
+[[nodiscard]] NTSTATUS NdkOpenAdapter(const config::Config& config, NdkVersion version, Adapter** adapter);
+// CLOSE_NDK_ADAPTER_HANDLER: blocks until every object of the adapter has been closed (consumers close
+// them, in any order) and every callback has returned, then stops the engines. Never from a callback.
+void NdkCloseAdapter(Adapter* adapter);
+
+// NDK_CQ_DISPATCH. Consumers serialise NdkGetCqResults, NdkGetCqResultsEx, NdkArmCq (and NdkResizeCq) on one CQ.
+class Cq : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseCq(CloseCompletion completion, void* request_context) = 0;
+  // Grow or shrink without losing entries (shrinking below what is queued: STATUS_BUFFER_OVERFLOW).
+  virtual NTSTATUS NdkResizeCq(uint32_t cq_depth, RequestCompletion completion, void* request_context) = 0;
+  // NDK_CQ_NOTIFY_ERRORS / ANY / SOLICITED, merged with an earlier unfired arm per ndkpi.md §10.2.
+  virtual void NdkArmCq(uint32_t notify_type) = 0;
+  // Dequeues up to `count` results. After a CQ overrun, one result with STATUS_BUFFER_OVERFLOW follows the
+  // entries that made it, and the CQ reports nothing further.
+  virtual uint32_t NdkGetCqResults(NdkResult* results, uint32_t count) = 0;
+  virtual NTSTATUS NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) = 0;  // NOT_SUPPORTED
+  virtual uint32_t NdkGetCqResultsEx(NdkResultEx* results, uint32_t count) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Cq() = default;
+};
+
+// NDK_PD_DISPATCH.
+class Pd : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkClosePd(CloseCompletion completion, void* request_context) = 0;
+  virtual NTSTATUS NdkCreateMr(bool fast_register, CreateCompletion completion, void* request_context, Mr** mr) = 0;
+  virtual NTSTATUS NdkCreateMw(CreateCompletion completion, void* request_context, Mw** mw) = 0;
+  // The SRQ's receives are consumed by one engine (the one its affinity names): QPs that use it run there.
+  virtual NTSTATUS NdkCreateSrq(uint32_t srq_depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
+                                SrqNotificationCallback notification, void* notification_context,
+                                const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
+                                Srq** srq) = 0;
+  virtual NTSTATUS NdkCreateQp(Cq* receive_cq, Cq* initiator_cq, void* qp_context, uint32_t receive_queue_depth,
+                               uint32_t initiator_queue_depth, uint32_t max_receive_request_sge,
+                               uint32_t max_initiator_request_sge, uint32_t inline_data_size,
+                               CreateCompletion completion, void* request_context, Qp** qp) = 0;
+  virtual NTSTATUS NdkCreateQpWithSrq(Cq* receive_cq, Cq* initiator_cq, Srq* srq, void* qp_context,
+                                      uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
+                                      uint32_t inline_data_size, CreateCompletion completion, void* request_context,
+                                      Qp** qp) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Pd() = default;
+};
+
+// NDK_MR_DISPATCH. In userspace the MDL is simply [address, address + length).
+class Mr : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseMr(CloseCompletion completion, void* request_context) = 0;
+  virtual NTSTATUS NdkRegisterMr(void* address, std::size_t length, uint32_t flags, RequestCompletion completion,
+                                 void* request_context) = 0;
+  virtual NTSTATUS NdkDeregisterMr(RequestCompletion completion, void* request_context) = 0;
+  virtual NTSTATUS NdkInitializeFastRegisterMr(uint32_t adapter_page_count, bool remote_access,
+                                               RequestCompletion completion, void* request_context) = 0;
+  // One token serves both (as rxe's lkey == rkey). After NdkFastRegister returns, re-read them.
+  [[nodiscard]] virtual uint32_t NdkGetRemoteTokenFromMr() = 0;
+  [[nodiscard]] virtual uint32_t NdkGetLocalTokenFromMr() = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Mr() = default;
+};
+
+// NDK_MW_DISPATCH (type-2 windows: the token is known when NdkBind returns).
+class Mw : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseMw(CloseCompletion completion, void* request_context) = 0;
+  [[nodiscard]] virtual uint32_t NdkGetRemoteTokenFromMw() = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Mw() = default;
+};
+
+// NDK_SRQ_DISPATCH.
+class Srq : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseSrq(CloseCompletion completion, void* request_context) = 0;
+  // depth 0 keeps the depth (which may grow up to the ring the SRQ was created with); a threshold > 0 arms
+  // the one-shot "fewer than threshold receives posted" notification, at once if already below.
+  virtual NTSTATUS NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, RequestCompletion completion,
+                                void* request_context) = 0;
+  virtual NTSTATUS NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Srq() = default;
+};
+
+// What perftest / ibv_rc_pingpong exchange out of band, until connection management exists.
+struct UroceConnectAttributes {
+  const sockaddr* LocalAddress = nullptr;           // one of our ports' addresses; nullptr: the first of the family
+  const sockaddr* RemoteAddress = nullptr;          // the peer's IPv4 or IPv6 address (port ignored)
+  uint32_t RemoteQpNumber = 0;                      // UroceGetQpNumber() on the peer
+  uint32_t RemotePsn = 0;                           // the peer's LocalPsn
+  uint32_t LocalPsn = 0;                            // our first request PSN (24 bits)
+  std::optional<std::array<uint8_t, 6>> RemoteMac;  // none: resolved with ARP / neighbour discovery
+  uint32_t PathMtu = 0;                             // 256..4096; 0: the config's rdma.path_mtu
+  uint32_t InboundReadLimit = 0;                    // our IRD (READs the peer may have outstanding); 0: adapter max
+  uint32_t OutboundReadLimit = 0;                   // our ORD (<= the peer's IRD); 0: adapter max
+  std::optional<uint8_t> AckTimeout;                // 4.096 us * 2^n; none: the config's
+  std::optional<uint8_t> RetryCount;
+  std::optional<uint8_t> RnrRetry;  // 7 = infinite
+  std::optional<uint8_t> MinRnrTimer;
+};
+
+// NDK_QP_DISPATCH. One thread at a time posts to the initiator queue and one to the receive queue (they may
+// differ); NdkFlush may run concurrently with both.
+class Qp : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseQp(CloseCompletion completion, void* request_context) = 0;
+  virtual void NdkFlush() = 0;
+  virtual NTSTATUS NdkSend(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint32_t flags) = 0;
+  virtual NTSTATUS NdkReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) = 0;
+  virtual NTSTATUS NdkBind(void* request_context, Mr* mr, Mw* mw, void* virtual_address, std::size_t length,
+                           uint32_t flags) = 0;
+  virtual NTSTATUS NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter_page_count,
+                                   const NdkLogicalAddress* adapter_page_array, uint32_t fbo, std::size_t length,
+                                   void* base_virtual_address, uint32_t flags) = 0;
+  virtual NTSTATUS NdkInvalidate(void* request_context, ObjectHeader* mr_or_mw, uint32_t flags) = 0;
+  virtual NTSTATUS NdkRead(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint64_t remote_address,
+                           uint32_t remote_token, uint32_t flags) = 0;
+  virtual NTSTATUS NdkWrite(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint64_t remote_address,
+                            uint32_t remote_token, uint32_t flags) = 0;
+  virtual NTSTATUS NdkSendAndInvalidate(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint32_t flags,
+                                        uint32_t remote_token) = 0;
+
+  // --- uroce extensions ---
+  [[nodiscard]] virtual uint32_t UroceGetQpNumber() = 0;
+  // Connects the QP (RESET -> RTS in one step). Errors: STATUS_INVALID_PARAMETER, STATUS_INVALID_ADDRESS (the
+  // local address is on no port), STATUS_HOST_UNREACHABLE (no ARP/ND answer), STATUS_CONNECTION_INVALID
+  // (already connected or flushed).
+  virtual NTSTATUS UroceConnect(const UroceConnectAttributes& attributes, RequestCompletion completion,
+                                void* request_context) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Qp() = default;
+};
+
+}  // namespace uroce::ndk

@@ -1,0 +1,396 @@
+// The provider behind ndk.h: one class per NDK object, implementing its dispatch table on the dataplane's
+// engines and RC transport. Internal: consumers include only ndk.h.
+//
+// Object lifetimes (ndkpi.md §10.3) are reference counts (Lifetime): an object holds one reference on
+// itself until its NdkCloseXxx, each successor holds one on each antecedent (QP -> PD, CQs, SRQ; MW -> the
+// MR it is bound to; everything -> the adapter), and a CQ or SRQ with a notification queued or running
+// holds one. The last reference to go destroys the object, then runs its close completion (if the close
+// returned STATUS_PENDING), then lets go of its antecedents, so an antecedent's close never completes while
+// a successor's close completion is still running.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "api/completion_slices.h"
+#include "api/ndk.h"
+#include "api/notifier.h"
+#include "dataplane/dataplane.h"
+#include "dataplane/rc_transport.h"
+
+namespace uroce::ndk::detail {
+
+// Limits we report in NdkAdapterInfo and enforce.
+inline constexpr uint32_t kMaxCqDepth = 1u << 16;
+inline constexpr uint32_t kMaxQueueDepth = 1u << 14;  // initiator, receive, SRQ
+inline constexpr uint32_t kMaxSge = proto::kMaxSge;
+inline constexpr uint32_t kMaxInlineDataSize = 512;
+inline constexpr uint32_t kMaxTransferLength = 1u << 30;
+inline constexpr uint64_t kMaxRegistrationSize = uint64_t{1} << 40;
+inline constexpr uint32_t kPageSize = 4096;
+inline constexpr uint32_t kFastRegisterPageCount = 256;  // per fast-register MR
+inline constexpr uint32_t kLargeRequestThreshold = 64 * 1024;
+inline constexpr uint32_t kMaxNotifiables = 8192;  // CQs + SRQs per adapter
+
+class AdapterImpl;
+class CqImpl;
+class PdImpl;
+class MrImpl;
+class MwImpl;
+class SrqImpl;
+class QpImpl;
+
+// A QP's queue sizes and limits, as NdkCreateQp / NdkCreateQpWithSrq give them.
+struct QpShape {
+  uint32_t receive_depth = 0;  // 0 with an SRQ
+  uint32_t initiator_depth = 0;
+  uint32_t max_receive_sge = 0;
+  uint32_t max_initiator_sge = 0;
+  uint32_t inline_size = 0;
+};
+
+class Lifetime {
+ public:
+  void retain() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+  // acq_rel: everything a holder did happens before the destruction by whoever lets go last.
+  void release() noexcept {
+    if (references_.fetch_sub(1, std::memory_order_acq_rel) == 1) last_reference_gone();
+  }
+
+ protected:
+  explicit Lifetime(Lifetime* antecedent) noexcept : antecedent_(antecedent) {
+    if (antecedent_ != nullptr) antecedent_->retain();
+  }
+  virtual ~Lifetime() = default;
+
+  // NdkCloseXxx: lets go of the object's own reference. STATUS_SUCCESS if that destroyed it (the completion
+  // is not called), STATUS_PENDING if successors or a delivery still hold it (the completion runs when the
+  // last lets go). A null completion waits for that instead and returns STATUS_SUCCESS.
+  NTSTATUS close(CloseCompletion completion, void* context) noexcept;
+  [[nodiscard]] bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
+  // The adapter overrides this: it is not deleted by its last reference but by NdkCloseAdapter.
+  virtual void last_reference_gone() noexcept;
+
+ private:
+  std::atomic<uint32_t> references_{1};
+  std::atomic<bool> closing_{false};
+  Lifetime* antecedent_;
+  CloseCompletion completion_ = nullptr;
+  void* completion_context_ = nullptr;
+  std::atomic<bool>* waiter_ = nullptr;  // a close with a null completion waits on this
+};
+
+class AdapterImpl final : public Adapter, public Lifetime {
+ public:
+  static NTSTATUS open(const config::Config& config, NdkVersion version, AdapterImpl** adapter);
+  void close();
+
+  NTSTATUS NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) override;
+  NTSTATUS NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
+                       const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
+                       Cq** cq) override;
+  NTSTATUS NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) override;
+  [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
+  [[nodiscard]] uint16_t UroceEngineCount() const override;
+  void UroceWaitForNotifier() override { notifier_->wait_idle(); }
+
+  [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
+  [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }
+  [[nodiscard]] Notifier& notifier() noexcept { return *notifier_; }
+  [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return info_; }
+  [[nodiscard]] const config::Config& config() const noexcept { return dataplane_->config(); }
+  uint32_t next_pd_id() noexcept { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
+  // Counts CQs and SRQs against the notifier queue's capacity.
+  bool reserve_notifiable() noexcept;
+  // The engine an affinity names (see NdkCreateCq in ndk.h); round-robin without one.
+  dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
+  void release_notifiable() noexcept { notifiables_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Runs `make` (returning {status, object}) now, or on the notifier with a completion (STATUS_PENDING).
+  // `antecedent` stays referenced while the asynchronous create runs.
+  template <class Object, class Make>
+  NTSTATUS create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out, Make&& make);
+
+ private:
+  AdapterImpl() : Adapter(kNdkVersion, NdkObjectTypeAdapter), Lifetime(nullptr) {}
+  void last_reference_gone() noexcept override { unreferenced_.store(true, std::memory_order_release); }
+
+  std::unique_ptr<dataplane::Dataplane> dataplane_;
+  std::unique_ptr<dataplane::RcTransport> transport_;
+  std::unique_ptr<Notifier> notifier_;
+  NdkAdapterInfo info_{};
+  std::atomic<uint32_t> next_pd_id_{1};
+  std::atomic<uint32_t> next_engine_{0};
+  std::atomic<uint32_t> notifiables_{0};
+  std::atomic<bool> unreferenced_{false};
+
+  friend NTSTATUS uroce::ndk::NdkOpenAdapter(const config::Config&, NdkVersion, Adapter**);
+};
+
+template <class Object, class Make>
+NTSTATUS AdapterImpl::create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out,
+                             Make&& make) {
+  if (completion == nullptr) {
+    if (out == nullptr) return STATUS_INVALID_PARAMETER;
+    auto [status, object] = make();
+    if (status == STATUS_SUCCESS) *out = object;
+    return status;
+  }
+  antecedent.retain();
+  notifier_->run([&antecedent, completion, context, make = std::forward<Make>(make)]() mutable {
+    auto [status, object] = make();
+    completion(context, status, status == STATUS_SUCCESS ? static_cast<ObjectHeader*>(object) : nullptr);
+    antecedent.release();
+  });
+  return STATUS_PENDING;
+}
+
+class CqImpl final : public Cq, public Lifetime, public Notifiable {
+ public:
+  CqImpl(AdapterImpl& adapter, uint32_t depth, dataplane::EngineId home, CqNotificationCallback callback,
+         void* callback_context);
+  ~CqImpl() override;
+
+  NTSTATUS NdkCloseCq(CloseCompletion completion, void* request_context) override;
+  NTSTATUS NdkResizeCq(uint32_t cq_depth, RequestCompletion completion, void* request_context) override;
+  void NdkArmCq(uint32_t notify_type) override;
+  uint32_t NdkGetCqResults(NdkResult* results, uint32_t count) override;
+  NTSTATUS NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) override;
+  uint32_t NdkGetCqResultsEx(NdkResultEx* results, uint32_t count) override;
+
+  void deliver_notification() noexcept override;
+  void retain_for_delivery() noexcept override { retain(); }
+  void release_after_delivery() noexcept override { release(); }
+
+  [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
+  [[nodiscard]] dataplane::EngineId home_engine() const noexcept { return home_; }
+  [[nodiscard]] uint32_t queued() const noexcept { return slices_.queued(); }  // consumer side (tests)
+  // Control path (QP create/close): the ring a QP on `engine` completes into, and the QPs to switch on resize.
+  [[nodiscard]] std::mutex& attach_mutex() noexcept { return attach_mutex_; }
+  [[nodiscard]] dataplane::CompletionQueue& ring(dataplane::EngineId engine) noexcept { return slices_.ring(engine); }
+  void attach(QpImpl* qp);  // under attach_mutex()
+  void detach(QpImpl* qp);
+
+ private:
+  // Consumer: moves the overrun report into `fill` (one BUFFER_OVERFLOW result after the last entry).
+  template <class Result, class Fill>
+  uint32_t get_results(Result* results, uint32_t count, Fill&& fill);
+
+  AdapterImpl& adapter_;
+  CompletionSlices slices_;
+  const dataplane::EngineId home_;
+  const CqNotificationCallback callback_;
+  void* const callback_context_;
+  bool overrun_reported_ = false;  // consumer-only
+  bool overrun_notified_ = false;  // notifier-only (deliveries are serialised)
+  std::mutex attach_mutex_;        // control path only: QP attach/detach and resize
+  std::vector<QpImpl*> qps_;
+};
+
+class PdImpl final : public Pd, public Lifetime {
+ public:
+  explicit PdImpl(AdapterImpl& adapter)
+      : Pd(kNdkVersion, NdkObjectTypePd), Lifetime(&adapter), adapter_(adapter), id_(adapter.next_pd_id()) {}
+
+  NTSTATUS NdkClosePd(CloseCompletion completion, void* request_context) override {
+    return close(completion, request_context);
+  }
+  NTSTATUS NdkCreateMr(bool fast_register, CreateCompletion completion, void* request_context, Mr** mr) override;
+  NTSTATUS NdkCreateMw(CreateCompletion completion, void* request_context, Mw** mw) override;
+  NTSTATUS NdkCreateSrq(uint32_t srq_depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
+                        SrqNotificationCallback notification, void* notification_context, const GroupAffinity* affinity,
+                        CreateCompletion completion, void* request_context, Srq** srq) override;
+  NTSTATUS NdkCreateQp(Cq* receive_cq, Cq* initiator_cq, void* qp_context, uint32_t receive_queue_depth,
+                       uint32_t initiator_queue_depth, uint32_t max_receive_request_sge,
+                       uint32_t max_initiator_request_sge, uint32_t inline_data_size, CreateCompletion completion,
+                       void* request_context, Qp** qp) override;
+  NTSTATUS NdkCreateQpWithSrq(Cq* receive_cq, Cq* initiator_cq, Srq* srq, void* qp_context,
+                              uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
+                              uint32_t inline_data_size, CreateCompletion completion, void* request_context,
+                              Qp** qp) override;
+
+  [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
+  [[nodiscard]] uint32_t id() const noexcept { return id_; }
+
+ private:
+  NTSTATUS create_qp(CqImpl& receive_cq, CqImpl& initiator_cq, SrqImpl* srq, void* qp_context, const QpShape& shape,
+                     CreateCompletion completion, void* request_context, Qp** qp);
+
+  AdapterImpl& adapter_;
+  const uint32_t id_;
+};
+
+class MrImpl final : public Mr, public Lifetime {
+ public:
+  MrImpl(PdImpl& pd, bool fast_register)
+      : Mr(kNdkVersion, NdkObjectTypeMr), Lifetime(&pd), pd_(pd), fast_register_(fast_register) {}
+  ~MrImpl() override;
+
+  NTSTATUS NdkCloseMr(CloseCompletion completion, void* request_context) override {
+    return close(completion, request_context);
+  }
+  NTSTATUS NdkRegisterMr(void* address, std::size_t length, uint32_t flags, RequestCompletion completion,
+                         void* request_context) override;
+  NTSTATUS NdkDeregisterMr(RequestCompletion completion, void* request_context) override;
+  NTSTATUS NdkInitializeFastRegisterMr(uint32_t adapter_page_count, bool remote_access, RequestCompletion completion,
+                                       void* request_context) override;
+  uint32_t NdkGetRemoteTokenFromMr() override { return token(); }
+  uint32_t NdkGetLocalTokenFromMr() override { return token(); }
+
+  [[nodiscard]] PdImpl& pd() noexcept { return pd_; }
+  [[nodiscard]] bool fast_register() const noexcept { return fast_register_; }
+  [[nodiscard]] uint32_t token() const noexcept { return token_.load(std::memory_order_relaxed); }
+  // A registered (non-fast-register) MR: its range and proto::Access rights, for NdkBind's inline checks.
+  [[nodiscard]] bool registered() const noexcept { return registered_.load(std::memory_order_acquire); }
+  [[nodiscard]] uint64_t address() const noexcept { return address_; }
+  [[nodiscard]] uint64_t length() const noexcept { return length_; }
+  [[nodiscard]] uint32_t access() const noexcept { return access_; }
+  // Fast register: pages it was initialised for (0: not initialised) and whether remote rights may be granted.
+  [[nodiscard]] uint32_t page_capacity() const noexcept { return page_capacity_.load(std::memory_order_acquire); }
+  [[nodiscard]] bool remote_access() const noexcept { return remote_access_; }
+  // NdkFastRegister: the token the next registration gets (same slot, next key byte), taken at post time.
+  uint32_t next_token() noexcept;
+
+ private:
+  void release_slot() noexcept;
+
+  PdImpl& pd_;
+  const bool fast_register_;
+  std::atomic<uint32_t> token_{0};
+  std::atomic<bool> registered_{false};
+  std::atomic<uint32_t> page_capacity_{0};
+  uint64_t address_ = 0;
+  uint64_t length_ = 0;
+  uint32_t access_ = 0;
+  bool remote_access_ = false;
+};
+
+class MwImpl final : public Mw, public Lifetime {
+ public:
+  MwImpl(PdImpl& pd, uint32_t token) : Mw(kNdkVersion, NdkObjectTypeMw), Lifetime(&pd), pd_(pd), token_(token) {}
+  ~MwImpl() override;
+
+  NTSTATUS NdkCloseMw(CloseCompletion completion, void* request_context) override {
+    return close(completion, request_context);
+  }
+  uint32_t NdkGetRemoteTokenFromMw() override { return token(); }
+
+  [[nodiscard]] PdImpl& pd() noexcept { return pd_; }
+  [[nodiscard]] uint32_t token() const noexcept { return token_.load(std::memory_order_relaxed); }
+  // NdkBind (the initiator-queue poster): a new token, and the MR -> MW link (the MR's close waits for ours).
+  uint32_t bind_to(MrImpl& mr) noexcept;
+
+ private:
+  PdImpl& pd_;
+  std::atomic<uint32_t> token_;
+  std::atomic<MrImpl*> bound_{nullptr};
+};
+
+class SrqImpl final : public Srq, public Lifetime, public Notifiable {
+ public:
+  SrqImpl(PdImpl& pd, uint32_t depth, uint32_t max_sge, dataplane::EngineId engine, SrqNotificationCallback callback,
+          void* callback_context);
+  ~SrqImpl() override;
+
+  NTSTATUS NdkCloseSrq(CloseCompletion completion, void* request_context) override;
+  NTSTATUS NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, RequestCompletion completion,
+                        void* request_context) override;
+  NTSTATUS NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) override;
+
+  void deliver_notification() noexcept override;
+  void retain_for_delivery() noexcept override { retain(); }
+  void release_after_delivery() noexcept override { release(); }
+
+  [[nodiscard]] PdImpl& pd() noexcept { return pd_; }
+  [[nodiscard]] dataplane::EngineId engine() const noexcept { return engine_; }
+  [[nodiscard]] dataplane::ReceiveQueue& ring() noexcept { return ring_; }
+  [[nodiscard]] dataplane::ReceiveLimitEvents& limit_events() noexcept { return limit_; }
+  void arm_limit(uint32_t threshold) noexcept;
+
+ private:
+  PdImpl& pd_;
+  dataplane::ReceiveQueue ring_;
+  dataplane::ReceiveLimitEvents limit_;
+  const dataplane::EngineId engine_;
+  const uint32_t max_sge_;
+  std::atomic<uint32_t> depth_;
+  const SrqNotificationCallback callback_;
+  void* const callback_context_;
+  uint32_t written_ = 0;  // the receive poster's private tail
+};
+
+class QpImpl final : public Qp, public Lifetime {
+ public:
+  using Shape = QpShape;
+  QpImpl(PdImpl& pd, CqImpl& receive_cq, CqImpl& initiator_cq, SrqImpl* srq, void* context, const Shape& shape);
+  ~QpImpl() override;
+  // Control path, after construction: the transport QP on `engine`. STATUS_SUCCESS or a failure.
+  NTSTATUS start();
+
+  NTSTATUS NdkCloseQp(CloseCompletion completion, void* request_context) override;
+  void NdkFlush() override;
+  NTSTATUS NdkSend(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint32_t flags) override;
+  NTSTATUS NdkReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) override;
+  NTSTATUS NdkBind(void* request_context, Mr* mr, Mw* mw, void* virtual_address, std::size_t length,
+                   uint32_t flags) override;
+  NTSTATUS NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter_page_count,
+                           const NdkLogicalAddress* adapter_page_array, uint32_t fbo, std::size_t length,
+                           void* base_virtual_address, uint32_t flags) override;
+  NTSTATUS NdkInvalidate(void* request_context, ObjectHeader* mr_or_mw, uint32_t flags) override;
+  NTSTATUS NdkRead(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint64_t remote_address,
+                   uint32_t remote_token, uint32_t flags) override;
+  NTSTATUS NdkWrite(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint64_t remote_address,
+                    uint32_t remote_token, uint32_t flags) override;
+  NTSTATUS NdkSendAndInvalidate(void* request_context, const NdkSge* sgl, uint32_t sge_count, uint32_t flags,
+                                uint32_t remote_token) override;
+  uint32_t UroceGetQpNumber() override;
+  NTSTATUS UroceConnect(const UroceConnectAttributes& attributes, RequestCompletion completion,
+                        void* request_context) override;
+
+  [[nodiscard]] dataplane::RcQueuePair* transport_qp() noexcept { return transport_qp_; }
+  [[nodiscard]] dataplane::EngineId engine() const noexcept { return engine_; }
+  [[nodiscard]] CqImpl& receive_cq() noexcept { return receive_cq_; }
+  [[nodiscard]] CqImpl& initiator_cq() noexcept { return initiator_cq_; }
+  // What the engine sees of the send queue (tests: DEFER keeps it unchanged).
+  [[nodiscard]] uint32_t published_send_tail() const noexcept { return sq_.producer_tail(); }
+
+ private:
+  NTSTATUS connect(const UroceConnectAttributes& attributes);
+  // The initiator-queue post protocol: check, fill the next slot, then commit (publish + doorbell unless
+  // DEFER) or fail (publish what DEFER held back first: ndkpi.md §10.6).
+  NTSTATUS post_transfer(proto::WorkOp op, void* context, const NdkSge* sgl, uint32_t sge_count, uint32_t flags,
+                         uint32_t allowed_flags, uint64_t remote_address, uint32_t remote_token,
+                         uint32_t invalidate_token);
+  NTSTATUS check_initiator_post(uint32_t flags, uint32_t allowed_flags);
+  proto::SendWqe& next_send_slot(void* context, proto::WorkOp op, uint32_t flags) noexcept;
+  NTSTATUS commit_send(uint32_t flags) noexcept;
+  NTSTATUS fail_send(NTSTATUS status) noexcept;
+  void publish_sends() noexcept;
+
+  AdapterImpl& adapter_;
+  PdImpl& pd_;
+  CqImpl& receive_cq_;
+  CqImpl& initiator_cq_;
+  SrqImpl* const srq_;
+  void* const context_;
+  const Shape shape_;
+  const dataplane::EngineId engine_;
+  dataplane::SendQueue sq_;
+  std::unique_ptr<dataplane::ReceiveQueue> rq_;  // none with an SRQ
+  std::unique_ptr<uint8_t[]> inline_data_;       // one inline_stride_ block per SQ slot
+  uint32_t inline_stride_ = 0;
+  dataplane::RcQueuePair* transport_qp_ = nullptr;
+  std::atomic<bool> connected_{false};
+  std::atomic<bool> flushed_{false};
+  std::atomic<bool> connecting_{false};
+  // Poster-private tails, on separate lines: one thread posts sends while another posts receives.
+  alignas(kCacheLine) uint32_t sq_written_ = 0;
+  alignas(kCacheLine) uint32_t rq_written_ = 0;
+};
+
+}  // namespace uroce::ndk::detail

@@ -1,0 +1,78 @@
+// Shared receive queues: one SPSC ring from the posting thread to the one engine whose QPs use it, and the
+// one-shot limit notification (dataplane::ReceiveLimitEvents).
+#include "api/provider.h"
+
+namespace uroce::ndk::detail {
+
+NTSTATUS PdImpl::NdkCreateSrq(uint32_t srq_depth, uint32_t max_receive_request_sge, uint32_t notify_threshold,
+                              SrqNotificationCallback notification, void* notification_context,
+                              const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
+                              Srq** srq) {
+  if (srq_depth == 0 || srq_depth > kMaxQueueDepth || max_receive_request_sge > kMaxSge || notify_threshold > srq_depth)
+    return STATUS_INVALID_PARAMETER;
+  // The SRQ's engine, chosen from the affinity as for a CQ; QPs that use the SRQ run there.
+  const dataplane::EngineId engine = adapter_.choose_engine(affinity);
+  return adapter_.create(*this, completion, request_context, srq, [=, this]() -> std::pair<NTSTATUS, Srq*> {
+    if (!adapter_.reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
+    auto* s = new SrqImpl(*this, srq_depth, max_receive_request_sge, engine, notification, notification_context);
+    if (notify_threshold != 0) s->arm_limit(notify_threshold);
+    return {STATUS_SUCCESS, s};
+  });
+}
+
+SrqImpl::SrqImpl(PdImpl& pd, uint32_t depth, uint32_t max_sge, dataplane::EngineId engine,
+                 SrqNotificationCallback callback, void* callback_context)
+    : Srq(kNdkVersion, NdkObjectTypeSrq),
+      Lifetime(&pd),
+      pd_(pd),
+      ring_(CompletionSlices::ring_capacity(depth)),
+      limit_(&pd.adapter().notifier(), static_cast<Notifiable*>(this)),
+      engine_(engine),
+      max_sge_(max_sge),
+      depth_(depth),
+      callback_(callback),
+      callback_context_(callback_context) {}
+
+SrqImpl::~SrqImpl() { pd_.adapter().release_notifiable(); }
+
+NTSTATUS SrqImpl::NdkCloseSrq(CloseCompletion completion, void* request_context) {
+  return close(completion, request_context);  // pends while QPs use it or a notification is being delivered
+}
+
+void SrqImpl::arm_limit(uint32_t threshold) noexcept {
+  // Posted and not yet taken by the engine: the published tail (any thread may modify) minus the engine's head.
+  limit_.arm(threshold, [this] { return ring_.producer_tail() - ring_.consumer_head(); });
+}
+
+NTSTATUS SrqImpl::NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, RequestCompletion, void*) {
+  if (srq_depth > kMaxQueueDepth) return STATUS_INVALID_PARAMETER;
+  if (srq_depth > ring_.capacity()) return STATUS_INSUFFICIENT_RESOURCES;  // the ring cannot grow in place
+  const uint32_t depth = srq_depth != 0 ? srq_depth : depth_.load(std::memory_order_relaxed);
+  if (notify_threshold > depth) return STATUS_INVALID_PARAMETER;
+  depth_.store(depth, std::memory_order_relaxed);
+  if (notify_threshold != 0) arm_limit(notify_threshold);  // 0 keeps threshold and arm state (ndkpi.md §9.5)
+  return STATUS_SUCCESS;
+}
+
+NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) {
+  if (sge_count > max_sge_ || (sge_count != 0 && sgl == nullptr)) return STATUS_INVALID_PARAMETER;
+  uint64_t total = 0;
+  for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;
+  if (total > kMaxTransferLength) return STATUS_INVALID_PARAMETER;
+  if (written_ - ring_.consumer_head() >= depth_.load(std::memory_order_relaxed)) return STATUS_INSUFFICIENT_RESOURCES;
+  proto::RecvWqe& r = ring_.slot(written_);
+  r.context = reinterpret_cast<uintptr_t>(request_context);
+  r.num_sge = static_cast<uint8_t>(sge_count);
+  for (uint32_t i = 0; i < sge_count; ++i)
+    r.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
+                proto::LocalToken{sgl[i].MemoryRegionToken}};
+  ring_.publish_tail(++written_);  // the engine's pop_receive() acquires it
+  return STATUS_SUCCESS;
+}
+
+void SrqImpl::deliver_notification() noexcept {
+  if (closing() || callback_ == nullptr) return;
+  callback_(callback_context_, STATUS_SUCCESS);  // below the threshold
+}
+
+}  // namespace uroce::ndk::detail

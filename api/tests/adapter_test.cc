@@ -1,0 +1,306 @@
+// The adapter, object creation (inline and STATUS_PENDING), limits, and validation: every invalid
+// parameter returns a status, never crashes, and never leaves a completion behind.
+#include <array>
+#include <limits>
+
+#include "api/tests/api_players.h"
+
+namespace uroce::ndk::testing {
+namespace {
+
+TEST(AdapterOpen, NegotiatesTheVersionAsNdkpiDoes) {
+  Adapter* adapter = nullptr;
+  const config::Config config = api_test_config();
+  EXPECT_EQ(NdkOpenAdapter(config, NdkVersion{2, 0}, &adapter), NDIS_STATUS_BAD_VERSION);
+  EXPECT_EQ(NdkOpenAdapter(config, NdkVersion{1, 3}, &adapter), NDIS_STATUS_BAD_VERSION);
+  EXPECT_EQ(NdkOpenAdapter(config, NdkVersion{1, 2}, nullptr), STATUS_INVALID_PARAMETER);
+  ASSERT_EQ(NdkOpenAdapter(config, NdkVersion{1, 0}, &adapter), STATUS_SUCCESS);  // lowest minor accepted: 0
+  EXPECT_EQ(adapter->ObjectType, NdkObjectTypeAdapter);
+  EXPECT_EQ(adapter->Version.Major, 1);
+  EXPECT_EQ(adapter->Version.Minor, 2) << "runs the provider's highest minor";
+  NdkCloseAdapter(adapter);
+  // Closed means closed: the engines are gone, and a new adapter can start.
+  ASSERT_EQ(NdkOpenAdapter(config, NdkVersion{1, 1}, &adapter), STATUS_SUCCESS);
+  NdkCloseAdapter(adapter);
+}
+
+class AdapterTest : public ApiTest {};
+
+TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {
+  uint32_t size = 4;
+  NdkAdapterInfo info{};
+  EXPECT_EQ(adapter().NdkQueryAdapterInfo(&info, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(adapter().NdkQueryAdapterInfo(&info, &size), STATUS_BUFFER_TOO_SMALL);
+  EXPECT_EQ(size, sizeof(NdkAdapterInfo));
+  ASSERT_EQ(adapter().NdkQueryAdapterInfo(&info, &size), STATUS_SUCCESS);
+  EXPECT_EQ(info.Version.Major, 1);
+  EXPECT_EQ(info.Version.Minor, 2);
+  EXPECT_GE(info.MaxInitiatorRequestSge, 4u);
+  EXPECT_GE(info.MaxReceiveRequestSge, 4u);
+  EXPECT_GE(info.MaxReadRequestSge, 4u);
+  EXPECT_GE(info.MaxInlineDataSize, 256u);
+  EXPECT_GE(info.FRMRPageCount, 16u);
+  EXPECT_EQ(info.MaxInboundReadLimit, api_test_config().rdma.max_dest_rd_atomic);
+  EXPECT_EQ(info.MaxOutboundReadLimit, api_test_config().rdma.max_rd_atomic);
+  EXPECT_GT(info.MaxCqDepth, 0u);
+  EXPECT_GT(info.MaxInitiatorQueueDepth, 0u);
+  EXPECT_GT(info.MaxReceiveQueueDepth, 0u);
+  EXPECT_GT(info.MaxSrqDepth, 0u);
+  EXPECT_GE(info.MaxTransferLength, 1u << 20);
+  EXPECT_EQ(info.RdmaTechnology, NdkRoCEv2);
+  EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED);
+  EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
+  EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED);
+  EXPECT_FALSE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED);
+
+  // The limits are enforced: one past each is STATUS_INVALID_PARAMETER.
+  Cq* cq = nullptr;
+  EXPECT_EQ(adapter().NdkCreateCq(info.MaxCqDepth + 1, nullptr, nullptr, nullptr, nullptr, nullptr, &cq),
+            STATUS_INVALID_PARAMETER);
+  ASSERT_EQ(adapter().NdkCreateCq(info.MaxCqDepth, nullptr, nullptr, nullptr, nullptr, nullptr, &cq), STATUS_SUCCESS);
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Qp* qp = nullptr;
+  const auto create = [&](uint32_t rq, uint32_t iq, uint32_t rsge, uint32_t isge, uint32_t inline_size) {
+    return pd->NdkCreateQp(cq, cq, nullptr, rq, iq, rsge, isge, inline_size, nullptr, nullptr, &qp);
+  };
+  EXPECT_EQ(create(info.MaxReceiveQueueDepth + 1, 8, 1, 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(create(8, info.MaxInitiatorQueueDepth + 1, 1, 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(create(8, 8, info.MaxReceiveRequestSge + 1, 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(create(8, 8, 1, info.MaxInitiatorRequestSge + 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(create(8, 8, 1, 1, info.MaxInlineDataSize + 1), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(create(0, 8, 1, 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp, nullptr) << "no object on failure";
+  ASSERT_EQ(create(info.MaxReceiveQueueDepth, info.MaxInitiatorQueueDepth, info.MaxReceiveRequestSge,
+                   info.MaxInitiatorRequestSge, info.MaxInlineDataSize),
+            STATUS_SUCCESS);
+  Srq* srq = nullptr;
+  EXPECT_EQ(pd->NdkCreateSrq(info.MaxSrqDepth + 1, 1, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &srq),
+            STATUS_INVALID_PARAMETER);
+  Mr* mr = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkInitializeFastRegisterMr(info.FRMRPageCount + 1, true, nullptr, nullptr),
+            STATUS_IMPLEMENTATION_LIMIT);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// With a completion callback a create returns STATUS_PENDING and delivers the object later; without one it
+// finishes inline (ndkpi.md §8). The same for UroceConnect.
+TEST_F(AdapterTest, CreatesWithACompletionPendAndDeliverTheObject) {
+  Completion cq_done, pd_done, mr_done, qp_done;
+  Cq* unused_cq = nullptr;
+  EXPECT_EQ(adapter().NdkCreateCq(64, nullptr, nullptr, nullptr, &Completion::on_create, &cq_done, &unused_cq),
+            STATUS_PENDING);
+  EXPECT_EQ(adapter().NdkCreatePd(&Completion::on_create, &pd_done, nullptr), STATUS_PENDING);
+  ASSERT_TRUE(cq_done.wait() && pd_done.wait());
+  EXPECT_EQ(unused_cq, nullptr) << "on PENDING the out parameter is never written";
+  ASSERT_EQ(cq_done.status.load(), STATUS_SUCCESS);
+  ASSERT_EQ(pd_done.status.load(), STATUS_SUCCESS);
+  auto* cq = static_cast<Cq*>(cq_done.object.load());
+  auto* pd = static_cast<Pd*>(pd_done.object.load());
+  EXPECT_EQ(cq->ObjectType, NdkObjectTypeCq);
+  EXPECT_EQ(pd->ObjectType, NdkObjectTypePd);
+  EXPECT_EQ(pd->NdkCreateMr(false, &Completion::on_create, &mr_done, nullptr), STATUS_PENDING);
+  EXPECT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 16, 16, 1, 1, 0, &Completion::on_create, &qp_done, nullptr),
+            STATUS_PENDING);
+  ASSERT_TRUE(mr_done.wait() && qp_done.wait());
+  ASSERT_EQ(qp_done.status.load(), STATUS_SUCCESS);
+  auto* qp = static_cast<Qp*>(qp_done.object.load());
+  auto* mr = static_cast<Mr*>(mr_done.object.load());
+  EXPECT_EQ(qp->ObjectType, NdkObjectTypeQp);
+  EXPECT_NE(qp->UroceGetQpNumber(), 0u);
+
+  // An asynchronous connect to a peer created inline.
+  Player& peer = player({.engine = 1});
+  sockaddr_in local{};  // port a
+  local.sin_family = AF_INET;
+  local.sin_addr.s_addr = htonl(0xC6120001u);
+  const sockaddr_in remote = peer.ip();
+  UroceConnectAttributes attrs;
+  attrs.LocalAddress = reinterpret_cast<const sockaddr*>(&local);
+  attrs.RemoteAddress = reinterpret_cast<const sockaddr*>(&remote);
+  attrs.RemoteQpNumber = peer.qp->UroceGetQpNumber();
+  Completion connected;
+  EXPECT_EQ(qp->UroceConnect(attrs, &Completion::on_request, &connected), STATUS_PENDING);
+  ASSERT_TRUE(connected.wait());
+  EXPECT_EQ(connected.status.load(), STATUS_SUCCESS);
+  EXPECT_EQ(qp->UroceConnect(attrs, nullptr, nullptr), STATUS_CONNECTION_INVALID) << "already connected";
+
+  // Parameter errors are returned inline even when a completion was given:
+  Completion never;
+  EXPECT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 0, 16, 1, 1, 0, &Completion::on_create, &never, nullptr),
+            STATUS_INVALID_PARAMETER);
+  adapter().UroceWaitForNotifier();
+  EXPECT_FALSE(never.done.load()) << "an inline failure never calls the completion";
+
+  Completion qp_closed, mr_closed, cq_closed, pd_closed;
+  EXPECT_EQ(pd->NdkClosePd(&Completion::on_close, &pd_closed), STATUS_PENDING) << "the QP and MR are its successors";
+  EXPECT_EQ(cq->NdkCloseCq(&Completion::on_close, &cq_closed), STATUS_PENDING) << "the QP is its successor";
+  EXPECT_EQ(qp->NdkCloseQp(&Completion::on_close, &qp_closed), STATUS_SUCCESS);
+  EXPECT_FALSE(qp_closed.done.load()) << "an inline close never calls its completion";
+  EXPECT_TRUE(cq_closed.wait());
+  EXPECT_FALSE(pd_closed.done.load());
+  EXPECT_EQ(mr->NdkCloseMr(&Completion::on_close, &mr_closed), STATUS_SUCCESS);
+  EXPECT_TRUE(pd_closed.wait());
+}
+
+// Every invalid parameter gets a status (and no crash, and no completion).
+TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Qp& qp = *a->qp;
+  const NdkSge good = a->sge(0, 64);
+  const NdkSge huge{a->buffer, (1u << 30) + 1, a->token()};
+  std::array<NdkSge, 9> many{};
+  many.fill(good);
+  const uint64_t ra = b->address();
+  const uint32_t rt = b->token();
+  // Sends, writes, reads.
+  EXPECT_EQ(qp.NdkSend(nullptr, nullptr, 1, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkSend(nullptr, many.data(), 5, 0), STATUS_INVALID_PARAMETER);  // the QP allows 4
+  EXPECT_EQ(qp.NdkSend(nullptr, &huge, 1, 0), STATUS_INVALID_PARAMETER);        // > MaxTransferLength
+  EXPECT_EQ(qp.NdkSend(nullptr, &good, 1, 0x8000), STATUS_INVALID_PARAMETER);   // no such flag
+  EXPECT_EQ(qp.NdkSend(nullptr, &good, 1, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkSendAndInvalidate(nullptr, nullptr, 2, 0, 1), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkWrite(nullptr, &good, 1, ra, rt, NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkWrite(nullptr, many.data(), 9, ra, rt, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkRead(nullptr, &good, 1, ra, rt, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkRead(nullptr, many.data(), 5, ra, rt, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkRead(nullptr, nullptr, 1, ra, rt, 0), STATUS_INVALID_PARAMETER);
+  const NdkSge null_inline{nullptr, 8, 0};
+  EXPECT_EQ(qp.NdkSend(nullptr, &null_inline, 1, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
+  // Receives.
+  EXPECT_EQ(qp.NdkReceive(nullptr, nullptr, 1), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkReceive(nullptr, many.data(), 5), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkReceive(nullptr, &huge, 1), STATUS_INVALID_PARAMETER);
+  // Bind.
+  Mw* mw = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  const uint32_t rw = NDK_OP_FLAG_ALLOW_REMOTE_WRITE;
+  EXPECT_EQ(qp.NdkBind(nullptr, nullptr, mw, a->buffer, 64, rw), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, a->mr, nullptr, a->buffer, 64, rw), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, reinterpret_cast<Mr*>(mw), mw, a->buffer, 64, rw), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, a->mr, mw, a->buffer + a->options.buffer_size - 32, 64, rw), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, a->mr, mw, a->buffer, 0, rw), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, a->mr, mw, a->buffer, 64, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkBind(nullptr, a->mr, mw, a->buffer, 64, NDK_OP_FLAG_ALLOW_LOCAL_WRITE), STATUS_INVALID_PARAMETER);
+  Mr* read_only = nullptr;  // a remote-write window needs a local-write MR
+  ASSERT_EQ(a->pd->NdkCreateMr(false, nullptr, nullptr, &read_only), STATUS_SUCCESS);
+  ASSERT_EQ(read_only->NdkRegisterMr(a->buffer, 4096, NDK_MR_FLAG_ALLOW_REMOTE_READ, nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(qp.NdkBind(nullptr, read_only, mw, a->buffer, 64, rw), STATUS_ACCESS_VIOLATION);
+  // Fast register.
+  Mr* fr = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateMr(true, nullptr, nullptr, &fr), STATUS_SUCCESS);
+  const NdkLogicalAddress pages[2] = {a->address(0), a->address(4096)};
+  const NdkLogicalAddress gap[2] = {a->address(0), a->address(8192)};
+  const auto fast_register = [&](Mr* mr, uint32_t n, const NdkLogicalAddress* list, uint32_t fbo, std::size_t length,
+                                 void* base, uint32_t flags) {
+    return qp.NdkFastRegister(nullptr, mr, n, list, fbo, length, base, flags);
+  };
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER) << "not initialised";
+  ASSERT_EQ(fr->NdkInitializeFastRegisterMr(2, false, nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(fast_register(nullptr, 1, pages, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(a->mr, 1, pages, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER) << "not an FR MR";
+  EXPECT_EQ(fast_register(fr, 1, nullptr, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(fr, 0, pages, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(fr, 3, pages, 0, 4096, a->buffer, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(fr, 1, pages, 4096, 1, a->buffer + 4096, 0), STATUS_INVALID_PARAMETER);  // FBO
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 0, a->buffer, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(fr, 1, pages, 8, 4096, a->buffer + 8, 0), STATUS_INVALID_PARAMETER);   // too long
+  EXPECT_EQ(fast_register(fr, 2, gap, 0, 8192, a->buffer, 0), STATUS_INVALID_PARAMETER);         // not contiguous
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer + 64, 0), STATUS_INVALID_PARAMETER);  // base VA
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer, NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT),
+            STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_ACCESS_VIOLATION)
+      << "remote rights on an MR initialised without RemoteAccess";
+  // Invalidate.
+  EXPECT_EQ(qp.NdkInvalidate(nullptr, nullptr, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkInvalidate(nullptr, a->mr, 0), STATUS_INVALID_PARAMETER) << "ordinary MRs are deregistered";
+  EXPECT_EQ(qp.NdkInvalidate(nullptr, a->pd, 0), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(qp.NdkInvalidate(nullptr, fr, NDK_OP_FLAG_INLINE), STATUS_INVALID_PARAMETER);
+  // Memory registration.
+  Mr* mr = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkRegisterMr(nullptr, 64, 0, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(mr->NdkRegisterMr(a->buffer, 0, 0, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(mr->NdkRegisterMr(a->buffer, 64, 0x40, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(mr->NdkRegisterMr(a->buffer, 64, 0x4, nullptr, nullptr), STATUS_INVALID_PARAMETER)
+      << "remote write needs local write (NDK_MR_FLAG_ALLOW_REMOTE_WRITE is 0x5)";
+  EXPECT_EQ(mr->NdkRegisterMr(a->buffer, std::numeric_limits<std::size_t>::max(), 0, nullptr, nullptr),
+            STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_INVALID_DEVICE_REQUEST) << "not registered";
+  EXPECT_EQ(mr->NdkInitializeFastRegisterMr(1, false, nullptr, nullptr), STATUS_INVALID_DEVICE_REQUEST);
+  ASSERT_EQ(mr->NdkRegisterMr(a->buffer, 64, NDK_MR_FLAG_RDMA_READ_SINK, nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkRegisterMr(a->buffer, 64, 0, nullptr, nullptr), STATUS_INVALID_DEVICE_REQUEST) << "registered";
+  EXPECT_EQ(fr->NdkRegisterMr(a->buffer, 64, 0, nullptr, nullptr), STATUS_INVALID_DEVICE_REQUEST) << "FR only";
+  EXPECT_EQ(fr->NdkInitializeFastRegisterMr(0, false, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  // Creates.
+  Cq* cq = nullptr;
+  EXPECT_EQ(adapter().NdkCreateCq(0, nullptr, nullptr, nullptr, nullptr, nullptr, &cq), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(adapter().NdkCreateCq(16, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(adapter().NdkCreatePd(nullptr, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  Qp* other = nullptr;
+  EXPECT_EQ(a->pd->NdkCreateQp(nullptr, a->cq, nullptr, 8, 8, 1, 1, 0, nullptr, nullptr, &other),
+            STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(a->pd->NdkCreateQp(a->cq, reinterpret_cast<Cq*>(a->pd), nullptr, 8, 8, 1, 1, 0, nullptr, nullptr, &other),
+            STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(a->pd->NdkCreateQpWithSrq(a->cq, a->cq, nullptr, nullptr, 8, 1, 0, nullptr, nullptr, &other),
+            STATUS_INVALID_PARAMETER);
+  Srq* srq = nullptr;
+  EXPECT_EQ(a->pd->NdkCreateSrq(0, 1, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &srq), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(a->pd->NdkCreateSrq(8, 1, 9, nullptr, nullptr, nullptr, nullptr, nullptr, &srq), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(a->pd->NdkCreateSrq(8, 9, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &srq), STATUS_INVALID_PARAMETER);
+  ASSERT_EQ(a->pd->NdkCreateSrq(8, 1, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &srq), STATUS_SUCCESS);
+  EXPECT_EQ(srq->NdkSrqReceive(nullptr, many.data(), 2), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(srq->NdkSrqReceive(nullptr, nullptr, 1), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(srq->NdkModifySrq(1u << 20, 0, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(srq->NdkModifySrq(9, 0, nullptr, nullptr), STATUS_INSUFFICIENT_RESOURCES) << "the ring cannot grow";
+  // CQ.
+  EXPECT_EQ(a->cq->NdkGetCqResults(nullptr, 4), 0u);
+  EXPECT_EQ(a->cq->NdkGetCqResultsEx(nullptr, 4), 0u);
+  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(20, 4), STATUS_NOT_SUPPORTED);
+  a->cq->NdkArmCq(7);  // VOID: an unknown type arms nothing
+  // Connect.
+  const sockaddr_in remote = b->ip();
+  sockaddr_in elsewhere = remote;
+  elsewhere.sin_addr.s_addr = htonl(0x0A000001);  // 10.0.0.1 is on no port
+  sockaddr unknown_family{};
+  unknown_family.sa_family = AF_UNIX;
+  Player& c = player();
+  const auto connect_with = [&](auto&& change) {
+    UroceConnectAttributes attrs;
+    attrs.RemoteAddress = reinterpret_cast<const sockaddr*>(&remote);
+    attrs.RemoteQpNumber = b->qp->UroceGetQpNumber();
+    change(attrs);
+    return c.qp->UroceConnect(attrs, nullptr, nullptr);
+  };
+  EXPECT_EQ(connect_with([](auto& x) { x.RemoteAddress = nullptr; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([&](auto& x) { x.RemoteAddress = &unknown_family; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.RemoteQpNumber = 0; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.LocalPsn = 1u << 24; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.PathMtu = 1500; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.InboundReadLimit = 1000; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.RetryCount = 8; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([&](auto& x) { x.LocalAddress = reinterpret_cast<const sockaddr*>(&elsewhere); }),
+            STATUS_INVALID_ADDRESS);
+
+  // None of the failures left a completion: the next result is the next request's.
+  ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+  ASSERT_EQ(a->send(0, 64, 77), STATUS_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a->result().RequestContext), 77u);
+  EXPECT_TRUE(a->drain().empty());
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+
+  EXPECT_EQ(srq->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(fr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(read_only->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+}  // namespace
+}  // namespace uroce::ndk::testing

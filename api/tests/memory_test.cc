@@ -1,0 +1,285 @@
+// Fast-register MRs, local and remote invalidation, memory windows, SRQs and CQ resize, end to end.
+#include <algorithm>
+#include <array>
+
+#include "api/provider.h"
+#include "api/tests/api_players.h"
+
+namespace uroce::ndk::testing {
+namespace {
+
+class Memory : public ApiTest {
+ protected:
+  // A fast-register MR over `pages` pages of `p`'s buffer from `offset`, registered through p's QP.
+  Mr* fast_register(Player& p, std::size_t offset, uint32_t pages, uint32_t flags, uintptr_t context) {
+    Mr* mr = nullptr;
+    EXPECT_EQ(p.pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+    EXPECT_EQ(mr->NdkInitializeFastRegisterMr(pages, true, nullptr, nullptr), STATUS_SUCCESS);
+    std::vector<NdkLogicalAddress> list;
+    for (uint32_t i = 0; i < pages; ++i) list.push_back(p.address(offset + 4096 * i));
+    EXPECT_EQ(p.qp->NdkFastRegister(reinterpret_cast<void*>(context), mr, pages, list.data(), 0, 4096 * pages,
+                                    p.buffer + offset, flags),
+              STATUS_SUCCESS);
+    return mr;
+  }
+};
+
+uintptr_t context_of(const NdkResultEx& r) { return reinterpret_cast<uintptr_t>(r.RequestContext); }
+
+TEST_F(Memory, FastRegisterThenInvalidateOpensAndClosesRemoteAccess) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 65536, 2, NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ, 1);
+  const NdkResultEx fr = b->result();
+  EXPECT_EQ(fr.Status, STATUS_SUCCESS);
+  EXPECT_EQ(fr.Type, NdkOperationTypeFastRegister);
+  const uint32_t token = mr->NdkGetRemoteTokenFromMr();
+
+  a->fill(0, 8192, 4);
+  const NdkSge s = a->sge(0, 8192);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(2), &s, 1, b->address(65536), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, b->buffer + 65536, 8192), 0);
+
+  ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(3), mr, 0), STATUS_SUCCESS);
+  const NdkResultEx inv = b->result();
+  EXPECT_EQ(inv.Status, STATUS_SUCCESS);
+  EXPECT_EQ(inv.Type, NdkOperationTypeInvalidate);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(4), &s, 1, b->address(65536), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the token is invalid now";
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+TEST_F(Memory, ReRegisteringChangesTheTokenAndTheOldOneStopsWorking) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 0, 1, NDK_OP_FLAG_ALLOW_REMOTE_WRITE, 1);
+  const uint32_t first = mr->NdkGetRemoteTokenFromMr();
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkInvalidate(nullptr, mr, NDK_OP_FLAG_SILENT_SUCCESS), STATUS_SUCCESS);
+  const NdkLogicalAddress page = b->address(0);
+  ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(2), mr, 1, &page, 0, 4096, b->buffer,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  const uint32_t second = mr->NdkGetRemoteTokenFromMr();
+  EXPECT_NE(first, second) << "the key byte moves on (consumers re-read tokens after NdkFastRegister)";
+  EXPECT_EQ(context_of(b->result()), 2u) << "the silent invalidate left no completion";
+  const NdkSge s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(), second, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(), first, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// ndkpi.md §5, §9.2, §9.6: GetCqResultsEx reports ReceiveAndInvalidate with the token; GetCqResults reports an
+// ordinary receive (the invalidation still happened); invalidating the token again fails as usual.
+TEST_F(Memory, RemoteInvalidationAndHowEachResultCallReportsIt) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 131072, 1, NDK_OP_FLAG_ALLOW_REMOTE_WRITE, 1);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  const uint32_t token = mr->NdkGetRemoteTokenFromMr();
+  ASSERT_EQ(b->receive(0, 64, 10), STATUS_SUCCESS);
+  const NdkSge s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkSendAndInvalidate(reinterpret_cast<void*>(5), &s, 1, 0, token), STATUS_SUCCESS);
+  const NdkResultEx sent = a->result();
+  EXPECT_EQ(sent.Status, STATUS_SUCCESS);
+  EXPECT_EQ(sent.Type, NdkOperationTypeSend) << "the sender's side is a Send";
+  const NdkResultEx got = b->result();
+  EXPECT_EQ(got.Status, STATUS_SUCCESS);
+  EXPECT_EQ(got.Type, NdkOperationTypeReceiveAndInvalidate);
+  EXPECT_EQ(got.TypeSpecificCompletionOutput, token);
+  EXPECT_EQ(context_of(got), 10u);
+
+  // Again, reaped with the plain call: an ordinary receive result, but the token is gone all the same.
+  const NdkLogicalAddress page = b->address(131072);
+  ASSERT_EQ(b->qp->NdkFastRegister(nullptr, mr, 1, &page, 0, 4096, b->buffer + 131072, NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  const uint32_t token2 = mr->NdkGetRemoteTokenFromMr();
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS) << "registered before the token is handed out";
+  ASSERT_EQ(b->receive(0, 64, 11), STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkSendAndInvalidate(reinterpret_cast<void*>(6), &s, 1, 0, token2), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  const NdkResult plain = b->plain_results(1).front();
+  EXPECT_EQ(plain.Status, STATUS_SUCCESS);
+  EXPECT_EQ(plain.BytesTransferred, 64u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(plain.RequestContext), 11u);
+  // B invalidates what the peer already invalidated: it fails like any invalidation of an invalid key (and,
+  // as any failed work request, takes B's QP to the error state).
+  ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(7), mr, 0), STATUS_SUCCESS);
+  const NdkResultEx again = b->result();
+  EXPECT_EQ(again.Status, STATUS_INVALID_DEVICE_REQUEST);
+  EXPECT_EQ(again.Type, NdkOperationTypeInvalidate);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+TEST_F(Memory, AWindowGrantsRemoteAccessToItsRangeOnly) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkBind(reinterpret_cast<void*>(1), b->mr, mw, b->buffer + 8192, 4096,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ),
+            STATUS_SUCCESS);
+  const uint32_t token = mw->NdkGetRemoteTokenFromMw();  // known as soon as NdkBind returns
+  const NdkResultEx bound = b->result();
+  EXPECT_EQ(bound.Status, STATUS_SUCCESS);
+  EXPECT_EQ(bound.Type, NdkOperationTypeBind);
+  a->fill(0, 4096, 8);
+  const NdkSge s = a->sge(0, 4096);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(8192), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, b->buffer + 8192, 4096), 0);
+  // The MR's close waits for the window bound to it (ndkpi.md §2: MR -> MW after NdkBind).
+  Completion mr_closed;
+  EXPECT_EQ(b->mr->NdkCloseMr(&Completion::on_close, &mr_closed), STATUS_PENDING);
+  b->mr = nullptr;
+  ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(2), mw, 0), STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(8192), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_TRUE(mr_closed.done.load());
+}
+
+TEST_F(Memory, AWriteOutsideTheWindowIsARemoteError) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkBind(nullptr, b->mr, mw, b->buffer + 8192, 4096,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_SILENT_SUCCESS),
+            STATUS_SUCCESS);
+  // B learns the bind has executed from a later signalled request on the same queue (in-order completion).
+  ASSERT_EQ(b->qp->NdkWrite(reinterpret_cast<void*>(9), nullptr, 0, a->address(), a->token(), 0), STATUS_SUCCESS);
+  EXPECT_EQ(context_of(b->result()), 9u);
+  const NdkSge s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(8192 + 4096 - 32), mw->NdkGetRemoteTokenFromMw(), 0),
+            STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+TEST_F(Memory, DeregisteredMemoryIsNoLongerReachable) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  const uint32_t token = b->token();
+  ASSERT_EQ(b->mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  const NdkSge s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+}
+
+class SharedReceiveQueue : public ApiTest {};
+
+TEST_F(SharedReceiveQueue, OneQueueFeedsSeveralQpsAndSignalsItsLimit) {
+  Pd* pd = nullptr;
+  Srq* srq = nullptr;
+  Notifications limit;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  const GroupAffinity engine1 = adapter().UroceEngineAffinity(1);
+  ASSERT_EQ(pd->NdkCreateSrq(64, 2, 0, &Notifications::callback, &limit, &engine1, nullptr, nullptr, &srq),
+            STATUS_SUCCESS);
+  // Two receivers on engine 1 share the SRQ; their buffers come from one MR of the SRQ's PD.
+  std::vector<uint8_t> buffer(64 * 1024);
+  Mr* mr = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkRegisterMr(buffer.data(), buffer.size(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr),
+            STATUS_SUCCESS);
+  for (uintptr_t i = 0; i < 8; ++i) {
+    const NdkSge s{buffer.data() + 1024 * i, 1024, mr->NdkGetLocalTokenFromMr()};
+    ASSERT_EQ(srq->NdkSrqReceive(reinterpret_cast<void*>(i), &s, 1), STATUS_SUCCESS);
+  }
+  EXPECT_EQ(srq->NdkModifySrq(0, 65, nullptr, nullptr), STATUS_INVALID_PARAMETER) << "threshold above the depth";
+  ASSERT_EQ(srq->NdkModifySrq(0, 5, nullptr, nullptr), STATUS_SUCCESS);  // fire once fewer than 5 are posted
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(limit.count.load(), 0) << "8 posted";
+
+  std::vector<Player*> receivers;
+  std::vector<Player*> senders;
+  for (int i = 0; i < 2; ++i) {
+    PlayerOptions r;
+    r.engine = 1;
+    Player& receiver = player(r);
+    // The receiver's QP uses the SRQ (same PD as the SRQ).
+    ASSERT_EQ(receiver.qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+    ASSERT_EQ(
+        pd->NdkCreateQpWithSrq(receiver.cq, receiver.cq, srq, &receiver, 64, 1, 0, nullptr, nullptr, &receiver.qp),
+        STATUS_SUCCESS);
+    EXPECT_EQ(receiver.receive(0, 64, 1), STATUS_INVALID_DEVICE_REQUEST) << "receives go through the SRQ";
+    PlayerOptions s;
+    s.engine = 0;
+    Player& sender = player(s);
+    connect(sender, receiver);
+    receivers.push_back(&receiver);
+    senders.push_back(&sender);
+  }
+  for (int m = 0; m < 4; ++m) {
+    for (int i = 0; i < 2; ++i) {
+      senders[static_cast<std::size_t>(i)]->fill(0, 100, static_cast<uint8_t>(m * 2 + i));
+      ASSERT_EQ(senders[static_cast<std::size_t>(i)]->send(0, 100, static_cast<uintptr_t>(m)), STATUS_SUCCESS);
+      ASSERT_EQ(senders[static_cast<std::size_t>(i)]->result().Status, STATUS_SUCCESS);
+    }
+  }
+  std::vector<uintptr_t> contexts;
+  for (Player* r : receivers) {
+    for (const NdkResultEx& x : r->results(4)) {
+      EXPECT_EQ(x.Status, STATUS_SUCCESS);
+      EXPECT_EQ(x.QPContext, r);
+      EXPECT_EQ(x.BytesTransferred, 100u);
+      contexts.push_back(context_of(x));
+    }
+  }
+  std::sort(contexts.begin(), contexts.end());
+  EXPECT_EQ(contexts, (std::vector<uintptr_t>{0, 1, 2, 3, 4, 5, 6, 7})) << "each SRQ receive used once";
+  ASSERT_TRUE(eventually([&] { return limit.count.load() == 1; })) << "fewer than 5 posted after the 4th";
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(limit.count.load(), 1) << "one-shot until armed again";
+
+  Completion srq_closed;
+  EXPECT_EQ(srq->NdkCloseSrq(&Completion::on_close, &srq_closed), STATUS_PENDING) << "QPs still use it";
+  for (Player* r : receivers) {
+    ASSERT_EQ(r->qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+    r->qp = nullptr;
+  }
+  EXPECT_TRUE(srq_closed.wait());
+  ASSERT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+class CqResize : public ApiTest {};
+
+TEST_F(CqResize, ResizingKeepsEveryEntryInOrder) {
+  PlayerOptions o;
+  o.cq_depth = 16;
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair(o);
+  for (uintptr_t i = 0; i < 12; ++i) ASSERT_EQ(a->write(*b, 0, 0, 64, i), STATUS_SUCCESS);
+  auto& cq = static_cast<detail::CqImpl&>(*a->cq);
+  ASSERT_TRUE(eventually([&] { return cq.queued() == 12; }));
+  ASSERT_EQ(a->write(*b, 0, 0, 64, 12), STATUS_SUCCESS);
+  EXPECT_EQ(a->cq->NdkResizeCq(4, nullptr, nullptr), STATUS_BUFFER_OVERFLOW) << "never lose entries";
+  EXPECT_EQ(a->cq->NdkResizeCq(1024, nullptr, nullptr), STATUS_SUCCESS);
+  for (uintptr_t i = 13; i < 40; ++i) ASSERT_EQ(a->write(*b, 0, 0, 64, i), STATUS_SUCCESS);
+  const auto r = a->results(40);
+  for (uintptr_t i = 0; i < r.size(); ++i) {
+    EXPECT_EQ(context_of(r[i]), i);
+    EXPECT_EQ(r[i].Status, STATUS_SUCCESS);
+  }
+  EXPECT_EQ(a->cq->NdkResizeCq(0, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+  NdkAdapterInfo info;
+  uint32_t size = sizeof info;
+  ASSERT_EQ(adapter().NdkQueryAdapterInfo(&info, &size), STATUS_SUCCESS);
+  EXPECT_EQ(a->cq->NdkResizeCq(info.MaxCqDepth + 1, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+}
+
+}  // namespace
+}  // namespace uroce::ndk::testing

@@ -1,0 +1,348 @@
+// The lock-free pieces without EAL, so ThreadSanitizer can watch them: the CQ's slices with their arm state
+// (the arm-merge table and the append/arm handshake), the MPSC notification queue, the notifier's per-target
+// serialisation, the SPSC work queues and the shared memory table's seqlocks. The stress tests run real
+// threads against each other; a lost wake-up shows as a consumer that never hears of its completions.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <thread>
+#include <vector>
+
+#include "api/completion_slices.h"
+#include "api/notification_queue.h"
+#include "api/notifier.h"
+#include "dataplane/memory_table.h"
+#include "dataplane/work_queues.h"
+
+namespace uroce::ndk::detail {
+namespace {
+
+using dataplane::ArmLevel;
+using proto::Completion;
+using proto::CompletionStatus;
+
+struct CountingNotifier final : dataplane::EventNotifier {
+  std::atomic<int> count{0};
+  void notify(void*) noexcept override { count.fetch_add(1, std::memory_order_acq_rel); }
+};
+
+Completion completion(uint64_t context, bool solicited = false, bool error = false) {
+  Completion c;
+  c.context = context;
+  if (solicited) c.flags = proto::kCompletionSolicited;
+  if (error) c.status = CompletionStatus::kRemoteAccessError;
+  return c;
+}
+
+std::vector<uint64_t> consume_all(CompletionSlices& cq) {
+  std::vector<uint64_t> seen;
+  while (cq.consume(1000, [&](const dataplane::CompletionEntry& e) { seen.push_back(e.completion.context); }) != 0) {
+  }
+  return seen;
+}
+
+TEST(CompletionSlices, EachSliceStaysInOrderAndSlicesAreDrainedInTurn) {
+  CompletionSlices cq(8, 2, nullptr, nullptr);
+  EXPECT_EQ(cq.ring(0).capacity(), 8u);
+  for (uint64_t i = 0; i < 4; ++i) {
+    ASSERT_TRUE(cq.ring(0).push(completion(i), 1, false));
+    ASSERT_TRUE(cq.ring(1).push(completion(100 + i), 2, false));
+  }
+  EXPECT_EQ(cq.queued(), 8u);
+  std::vector<uint64_t> first;
+  EXPECT_EQ(cq.consume(3, [&](const dataplane::CompletionEntry& e) { first.push_back(e.completion.context); }), 3u);
+  EXPECT_EQ(first, (std::vector<uint64_t>{0, 1, 2}));
+  std::vector<uint64_t> rest = consume_all(cq);
+  EXPECT_EQ(rest.front(), 100u) << "the next call starts at the next slice";
+  EXPECT_EQ(rest.size(), 5u);
+}
+
+// ndkpi.md §10.2, both arms before anything fires, for every kind of completion.
+TEST(CompletionSlices, TheArmMergeTable) {
+  const ArmLevel E = ArmLevel::kErrors, A = ArmLevel::kAny, S = ArmLevel::kSolicited;
+  const ArmLevel levels[3] = {E, A, S};
+  const ArmLevel table[3][3] = {{E, A, S}, {A, A, A}, {S, A, S}};  // [first][second], as printed in §10.2
+  for (int f = 0; f < 3; ++f) {
+    for (int s = 0; s < 3; ++s) {
+      const ArmLevel merged = table[f][s];
+      // event 0: ordinary, 1: solicited receive, 2: error completion, 3: overrun
+      for (int event = 0; event < 4; ++event) {
+        CountingNotifier n;
+        CompletionSlices cq(2, 1, &n, nullptr);
+        cq.arm(levels[f]);
+        cq.arm(levels[s]);
+        EXPECT_EQ(cq.events().armed(), merged);
+        if (event == 3) {
+          for (int i = 0; i < 3; ++i) (void)cq.ring(0).push(completion(i), 1, false);  // the third overruns
+        } else {
+          ASSERT_TRUE(cq.ring(0).push(completion(1, event == 1, event == 2), 1, true));
+        }
+        const bool fires = event == 3 || (event == 0 ? merged == A : merged != E);
+        EXPECT_EQ(n.count.load(), fires ? 1 : 0) << "arms " << f << "," << s << " event " << event;
+        EXPECT_EQ(cq.events().armed(), fires ? ArmLevel::kNone : merged) << "a fired arm is cleared";
+      }
+    }
+  }
+}
+
+TEST(CompletionSlices, ArmingWithCompletionsQueuedFiresAtOnceIfOneMatches) {
+  CountingNotifier n;
+  CompletionSlices cq(8, 2, &n, nullptr);
+  ASSERT_TRUE(cq.ring(1).push(completion(1), 1, true));
+  cq.arm(ArmLevel::kErrors);
+  cq.arm(ArmLevel::kSolicited);
+  EXPECT_EQ(n.count.load(), 0) << "an ordinary completion does not satisfy SOLICITED";
+  ASSERT_TRUE(cq.ring(0).push(completion(2, true), 1, true));  // satisfies the pending SOLICITED arm
+  EXPECT_EQ(n.count.load(), 1);
+  cq.arm(ArmLevel::kSolicited);  // the solicited one is still queued
+  EXPECT_EQ(n.count.load(), 2);
+  cq.arm(ArmLevel::kAny);
+  EXPECT_EQ(n.count.load(), 3);
+  (void)consume_all(cq);
+  cq.arm(ArmLevel::kAny);
+  EXPECT_EQ(n.count.load(), 3) << "nothing queued: wait for the next completion";
+  ASSERT_TRUE(cq.ring(1).push(completion(3), 1, false));
+  EXPECT_EQ(n.count.load(), 4);
+  ASSERT_TRUE(cq.ring(1).push(completion(4), 1, false));
+  EXPECT_EQ(n.count.load(), 4) << "one notification per arm";
+}
+
+TEST(CompletionSlices, AnOverrunFailsTheCqAndKeepsWhatWasQueued) {
+  CountingNotifier n;
+  CompletionSlices cq(2, 1, &n, nullptr);
+  ASSERT_TRUE(cq.ring(0).push(completion(1), 1, false));
+  ASSERT_TRUE(cq.ring(0).push(completion(2), 1, false));
+  EXPECT_FALSE(cq.ring(0).push(completion(3), 1, false));
+  EXPECT_TRUE(cq.failed());
+  EXPECT_EQ(n.count.load(), 0) << "not armed";
+  cq.arm(ArmLevel::kErrors);
+  EXPECT_EQ(n.count.load(), 1) << "an overrun satisfies every arm, even one made later";
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{1, 2}));
+  EXPECT_FALSE(cq.ring(0).push(completion(4), 1, false)) << "a failed CQ takes nothing more";
+  EXPECT_TRUE(consume_all(cq).empty());
+}
+
+TEST(CompletionSlices, AResizeDrainsTheOldRingsFirst) {
+  CompletionSlices cq(4, 1, nullptr, nullptr);
+  dataplane::CompletionQueue* old = &cq.ring(0);
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(old->push(completion(i), 1, false));
+  auto rings = cq.make_rings(64);
+  dataplane::CompletionQueue* fresh = rings[0].get();
+  for (uint64_t i = 3; i < 6; ++i) ASSERT_TRUE(fresh->push(completion(i), 1, false));  // the producer switched
+  cq.adopt_rings(std::move(rings));
+  EXPECT_EQ(cq.queued(), 6u);
+  EXPECT_EQ(&cq.ring(0), fresh);
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+}
+
+// Two engines append to their slices while the consumer polls, and when it finds nothing arms ANY and waits
+// for the notification. If the append/arm handshake ever lost a wake-up, the consumer would wait forever.
+TEST(CompletionSlicesStress, NoCompletionIsLostAndNoWakeUpIsMissed) {
+  constexpr uint32_t kPerProducer = 60000;
+  CountingNotifier n;
+  CompletionSlices cq(1u << 17, 2, &n, nullptr);  // never full: an overrun is fatal by design
+  std::atomic<bool> go{false};
+  std::vector<std::thread> producers;
+  for (unsigned slice = 0; slice < 2; ++slice) {
+    producers.emplace_back([&, slice] {
+      while (!go.load()) std::this_thread::yield();
+      for (uint32_t i = 0; i < kPerProducer; ++i) {
+        EXPECT_TRUE(cq.ring(slice).push(completion(i, i % 7 == 0, false), 1, true, slice));
+        if (i % 4096 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // let the consumer sleep
+      }
+    });
+  }
+  go.store(true);
+  uint64_t next[2] = {0, 0};
+  int arms = 0;
+  int waits_for_notification = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (next[0] + next[1] < 2ull * kPerProducer) {
+    const uint32_t got = cq.consume(256, [&](const dataplane::CompletionEntry& e) {
+      EXPECT_EQ(e.completion.context, next[e.qp_context]) << "slice " << e.qp_context;
+      ++next[e.qp_context];
+    });
+    if (got != 0) continue;
+    const int before = n.count.load();
+    cq.arm(ArmLevel::kAny);
+    ++arms;
+    while (n.count.load() == before) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "lost wake-up after " << next[0] + next[1];
+      std::this_thread::yield();
+    }
+    ++waits_for_notification;
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_LE(n.count.load(), arms) << "at most one notification per arm";
+  EXPECT_GT(waits_for_notification, 0);
+}
+
+TEST(NotificationQueue, ManyProducersOneConsumerEachValueOnceInProducerOrder) {
+  constexpr uint32_t kProducers = 4;
+  constexpr uint32_t kEach = 50000;
+  NotificationQueue<uint64_t> q(256);
+  std::vector<std::thread> producers;
+  for (uint32_t p = 0; p < kProducers; ++p) {
+    producers.emplace_back([&, p] {
+      for (uint32_t i = 0; i < kEach; ++i)
+        while (!q.push(uint64_t{p} << 32 | i)) std::this_thread::yield();  // full: the consumer catches up
+    });
+  }
+  std::vector<uint32_t> next(kProducers, 0);
+  for (uint64_t total = 0; total < uint64_t{kProducers} * kEach;) {
+    const auto v = q.pop();
+    if (!v) continue;
+    const auto p = static_cast<uint32_t>(*v >> 32);
+    ASSERT_EQ(static_cast<uint32_t>(*v), next[p]) << "producer " << p;
+    ++next[p];
+    ++total;
+  }
+  for (auto& t : producers) t.join();
+  EXPECT_FALSE(q.pop().has_value());
+}
+
+std::atomic<int> targets_running{0};  // deliveries in progress, over all targets
+std::atomic<int> both_running{0};     // deliveries that started while another target's was running
+
+struct SerialTarget final : Notifiable {
+  std::atomic<int> running{0};
+  std::atomic<int> overlaps{0};
+  std::atomic<int> delivered{0};
+  std::atomic<int> references{0};
+  void deliver_notification() noexcept override {
+    if (running.fetch_add(1) != 0) overlaps.fetch_add(1);
+    if (targets_running.fetch_add(1) != 0) both_running.fetch_add(1);
+    std::this_thread::sleep_for(std::chrono::microseconds(20));  // long enough for the two targets to overlap
+    delivered.fetch_add(1);
+    targets_running.fetch_sub(1);
+    running.fetch_sub(1);
+  }
+  void retain_for_delivery() noexcept override { references.fetch_add(1); }
+  void release_after_delivery() noexcept override { references.fetch_sub(1); }
+};
+
+TEST(Notifier, DeliversEveryNotificationSerialisedPerTargetOffTheCallersThreads) {
+  constexpr int kThreads = 4;
+  constexpr int kEach = 1000;
+  Notifier notifier(64);
+  SerialTarget targets[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) notifier.notify(&targets[(t + i) % 2]);
+    });
+  }
+  for (auto& t : threads) t.join();
+  notifier.wait_idle();
+  int total = 0;
+  EXPECT_GT(both_running.load(), 0) << "the two targets' deliveries never overlapped: nothing was tested";
+  for (SerialTarget& target : targets) {
+    EXPECT_EQ(target.overlaps.load(), 0);
+    EXPECT_EQ(target.running.load(), 0);
+    total += target.delivered.load();
+  }
+  EXPECT_EQ(total, kThreads * kEach) << "one delivery per notify";
+  std::atomic<bool> ran{false};
+  notifier.run([&] { ran.store(true); });
+  notifier.stop();
+  EXPECT_TRUE(ran.load()) << "stop() waits for every task";
+  for (SerialTarget& target : targets) EXPECT_EQ(target.references.load(), 0) << "every reference returned";
+}
+
+TEST(SendQueue, TheDoorbellPublishesTheWqeBytes) {
+  constexpr uint32_t kCount = 200000;
+  dataplane::SendQueue sq(64);
+  std::thread engine([&] {
+    uint32_t head = 0;
+    while (head < kCount) {
+      const uint32_t tail = sq.tail();
+      for (; head != tail; ++head) {
+        const proto::SendWqe& w = sq.slot(head);
+        ASSERT_EQ(w.context, head);
+        ASSERT_EQ(w.length, head * 3);
+      }
+      sq.publish_head(head);
+    }
+  });
+  for (uint32_t i = 0; i < kCount; ++i) {
+    while (sq.full()) std::this_thread::yield();
+    proto::SendWqe& w = sq.slot(i);
+    w.context = i;
+    w.length = i * 3;
+    sq.publish_tail(i + 1);
+  }
+  engine.join();
+}
+
+// Engines resolve a fast-register key while another engine registers and invalidates it and a control thread
+// registers and deregisters another slot: a reader gets either nothing or a whole, current region.
+TEST(MemoryTable, ReadersNeverSeeATornRegion) {
+  dataplane::MemoryTable table(16);
+  constexpr uint32_t kPd = 3;
+  static uint8_t memory[2][4096];
+  const auto a = reinterpret_cast<uint64_t>(memory[0]);
+  const auto b = reinterpret_cast<uint64_t>(memory[1]);
+  dataplane::MemoryRegion fr;
+  fr.pd = kPd;
+  fr.token = 1u << 8;
+  fr.kind = dataplane::MemoryKind::kFastRegisterRegion;
+  fr.valid = false;
+  table.insert(fr);
+  std::atomic<uint32_t> current{0};  // the token readers should try now
+  std::atomic<bool> stop{false};
+  std::thread writer([&] {
+    uint32_t token = fr.token;
+    for (int i = 0; i < 20000; ++i) {
+      token = (token & ~0xFFu) | ((token + 1) & 0xFFu);
+      const bool even = i % 2 == 0;
+      ASSERT_TRUE(table.fast_register(token, even ? a : b, even ? 4096 : 2048, proto::kAccessRemoteWrite, kPd));
+      current.store(token);
+      ASSERT_TRUE(table.invalidate_local(token, kPd));
+      ASSERT_FALSE(table.invalidate_local(token, kPd)) << "already invalid";
+    }
+    stop.store(true);
+  });
+  std::thread control([&] {
+    dataplane::MemoryRegion r;
+    r.addr = a;
+    r.length = 4096;
+    r.pd = kPd;
+    r.access = proto::kAccessRemoteRead;
+    for (uint32_t i = 0; !stop.load(); ++i) {
+      r.token = 2u << 8 | (i & 0xFF);
+      table.insert(r);
+      EXPECT_NE(table.resolve(r.token, a, 64, proto::kAccessRemoteRead, kPd), nullptr);
+      table.erase(r.token);
+    }
+  });
+  uint64_t hits = 0;
+  std::vector<std::thread> readers;
+  std::atomic<uint64_t> total_hits{0};
+  for (int t = 0; t < 2; ++t) {
+    readers.emplace_back([&] {
+      uint64_t mine = 0;
+      while (!stop.load()) {
+        const uint32_t token = current.load();
+        if (token == 0) continue;
+        // Asking for 4096 bytes at b must always fail: b's registrations are 2048 bytes long.
+        EXPECT_EQ(table.resolve(token, b, 4096, proto::kAccessRemoteWrite, kPd), nullptr);
+        if (uint8_t* p = table.resolve(token, a, 4096, proto::kAccessRemoteWrite, kPd)) {
+          EXPECT_EQ(reinterpret_cast<uint64_t>(p), a);
+          ++mine;
+        }
+        EXPECT_EQ(table.resolve(token, a, 64, proto::kAccessRemoteWrite, kPd + 1), nullptr) << "other PD";
+      }
+      total_hits.fetch_add(mine);
+    });
+  }
+  writer.join();
+  control.join();
+  for (auto& t : readers) t.join();
+  hits = total_hits.load();
+  RecordProperty("hits", static_cast<int>(hits));
+}
+
+}  // namespace
+}  // namespace uroce::ndk::detail
