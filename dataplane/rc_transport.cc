@@ -399,13 +399,9 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
   return Status{};
 }
 
-Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
-                                              bool remotely_invalidatable) {
-  if (length == 0 || addr + length < addr) return Status::error("memory range is empty or wraps");
-  // Remote write/atomic access requires local write too (verbs rule, rocev2.md §5).
-  if ((access & (proto::kAccessRemoteWrite | proto::kAccessRemoteAtomic)) && !(access & proto::kAccessLocalWrite))
-    return Status::error("remote write or atomic access requires local write access");
-  std::lock_guard lock(mutex_);
+// A free slot with the next key byte: a token that no earlier registration of the
+// slot had, so stale tokens never match. Call with mutex_ held.
+std::optional<uint32_t> RcTransport::new_token_locked() {
   uint32_t slot;
   if (!free_memory_slots_.empty()) {
     slot = free_memory_slots_.back();
@@ -413,14 +409,26 @@ Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, ui
   } else if (next_memory_slot_ < kMemorySlots) {
     slot = next_memory_slot_++;
   } else {
-    return Status::error("no free memory registration slots");
+    return std::nullopt;
   }
+  return slot << 8 | ++key_generation_;
+}
+
+Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
+                                              bool remotely_invalidatable) {
+  if (length == 0 || addr + length < addr) return Status::error("memory range is empty or wraps");
+  // Remote write/atomic access requires local write too (verbs rule, rocev2.md §5).
+  if ((access & (proto::kAccessRemoteWrite | proto::kAccessRemoteAtomic)) && !(access & proto::kAccessLocalWrite))
+    return Status::error("remote write or atomic access requires local write access");
+  std::lock_guard lock(mutex_);
+  const std::optional<uint32_t> token = new_token_locked();
+  if (!token) return Status::error("no free memory registration slots");
   MemoryRegion region;
   region.addr = addr;
   region.length = length;
   region.access = access;
   region.pd = pd;
-  region.token = slot << 8 | ++key_generation_;
+  region.token = *token;
   region.kind = remotely_invalidatable ? MemoryKind::kFastRegisterRegion : MemoryKind::kRegion;
   memory_.insert(region);  // the release in the slot's seqlock publishes it to every engine
   return region.token;
@@ -430,18 +438,11 @@ Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
   if (kind != MemoryKind::kFastRegisterRegion && kind != MemoryKind::kWindow)
     return Status::error("only fast-register regions and memory windows are reserved");
   std::lock_guard lock(mutex_);
-  uint32_t slot;
-  if (!free_memory_slots_.empty()) {
-    slot = free_memory_slots_.back();
-    free_memory_slots_.pop_back();
-  } else if (next_memory_slot_ < kMemorySlots) {
-    slot = next_memory_slot_++;
-  } else {
-    return Status::error("no free memory registration slots");
-  }
+  const std::optional<uint32_t> token = new_token_locked();
+  if (!token) return Status::error("no free memory registration slots");
   MemoryRegion region;
   region.pd = pd;
-  region.token = slot << 8 | ++key_generation_;
+  region.token = *token;
   region.kind = kind;
   region.valid = false;
   memory_.insert(region);

@@ -210,6 +210,7 @@ class RcTransport {
   [[nodiscard]] EngineTransport& engine(EngineId e) noexcept { return *engines_[e]; }
 
  private:
+  std::optional<uint32_t> new_token_locked();
   explicit RcTransport(Dataplane& dataplane);
 
   Dataplane& dataplane_;
