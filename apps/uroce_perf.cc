@@ -8,9 +8,6 @@
 // packet crosses the virtual wire, the engines and the redirect rings. The table is
 // perftest's (ib_write_bw), so numbers read the same way. perftest's TCP exchange for
 // a remote peer, and the other modes, are the next step.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
@@ -22,6 +19,9 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include "api/ndk.h"
 #include "config/config.h"
@@ -40,7 +40,7 @@ struct Options {
   double duration = 0;  // -D: seconds; 0 = iteration count
   bool all_sizes = false;
   bool report_gbits = false;
-  uint32_t mtu = 0;        // 0: the config's rdma.path_mtu
+  uint32_t mtu = 0;  // 0: the config's rdma.path_mtu
   uint32_t tx_depth = 128;
   uint32_t cq_moderation = 100;
 };
@@ -185,8 +185,8 @@ struct Endpoint {
     if (!ok(adapter.NdkCreateCq(depth * 2, nullptr, nullptr, &affinity, nullptr, nullptr, &cq), "NdkCreateCq") ||
         !ok(adapter.NdkCreatePd(nullptr, nullptr, &pd), "NdkCreatePd") ||
         !ok(pd->NdkCreateMr(false, nullptr, nullptr, &mr), "NdkCreateMr") ||
-        !ok(mr->NdkRegisterMr(buffer.data(), buffer.size(), NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
-                              nullptr, nullptr),
+        !ok(mr->NdkRegisterMr(buffer.data(), buffer.size(),
+                              NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ, nullptr, nullptr),
             "NdkRegisterMr") ||
         !ok(pd->NdkCreateQp(cq, cq, this, 16, depth, 1, 1, 0, nullptr, nullptr, &qp), "NdkCreateQp"))
       return false;
@@ -302,16 +302,17 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options& o = *options;
-  const config::LoadResult loaded =
-      o.config_path.empty() ? config::load_config(config::embedded_default_yaml()) : config::load_config_file(o.config_path);
+  const config::LoadResult loaded = o.config_path.empty() ? config::load_config(config::embedded_default_yaml())
+                                                          : config::load_config_file(o.config_path);
   if (!loaded.config) {
     std::fprintf(stderr, "%s", loaded.describe(o.config_path.empty() ? "<embedded default>" : o.config_path).c_str());
     return 2;
   }
   const config::Config& cfg = *loaded.config;
   if (cfg.ports.size() < 2 || cfg.ports.front().addresses.empty() || cfg.ports.back().addresses.empty()) {
-    std::fprintf(stderr, "uroce-perf: write_bw in one process needs two ports with addresses (the client uses the "
-                         "first, the server the last)\n");
+    std::fprintf(stderr,
+                 "uroce-perf: write_bw in one process needs two ports with addresses (the client uses the "
+                 "first, the server the last)\n");
     return 2;
   }
   const uint32_t mtu = o.mtu ? o.mtu : cfg.rdma.path_mtu;

@@ -16,14 +16,14 @@
 
 namespace uroce::config {
 
-enum class HugePages : uint8_t { kAuto, kOn, kOff };  // auto: use them if enough are free, else --no-huge
+enum class HugePages : uint8_t { kAuto, kOn, kOff };      // auto: use them if enough are free, else --no-huge
 enum class IdlePolicy : uint8_t { kBusyPoll, kBackoff };  // backoff: pause, then short sleeps when idle (tests)
 
 struct EalConfig {
   std::vector<unsigned> lcores = {0};  // one engine per lcore, in order; the first is the main lcore
   HugePages hugepages = HugePages::kAuto;
-  unsigned memory_mb = 512;          // -m for --no-huge (pools must fit: 2-3x their total)
-  std::string file_prefix;           // empty: "uroce-<pid>", so processes never collide
+  unsigned memory_mb = 512;             // -m for --no-huge (pools must fit: 2-3x their total)
+  std::string file_prefix;              // empty: "uroce-<pid>", so processes never collide
   std::vector<std::string> extra_args;  // appended verbatim to the EAL arguments
 };
 
@@ -36,15 +36,15 @@ struct IpAddress {
 };
 
 struct PortConfig {
-  std::string name;    // how QPs and tools refer to the port
+  std::string name;  // how QPs and tools refer to the port
   // What to open:
   //   "net_<driver><n>[,args]"  a DPDK vdev, e.g. "net_memif0,role=server,socket=/run/x.sock,socket-abstract=no"
   //   "0000:3b:00.0[,args]"     a PCI device (mlx5, ice, ...)
   //   "ring:<link>"             one end of an in-process net_ring link; exactly two ports name the same link
   std::string device;
-  std::optional<MacAddress> mac;       // default: the device's own MAC
-  std::vector<IpAddress> addresses;    // our IPs on this port; ARP/ND answers for these
-  uint16_t mtu = 1500;                 // Ethernet MTU (IP packet size); RoCE PMTU must fit: mtu >= pmtu + 80
+  std::optional<MacAddress> mac;     // default: the device's own MAC
+  std::vector<IpAddress> addresses;  // our IPs on this port; ARP/ND answers for these
+  uint16_t mtu = 1500;               // Ethernet MTU (IP packet size); RoCE PMTU must fit: mtu >= pmtu + 80
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
 };
@@ -58,27 +58,27 @@ struct EngineConfig {
   uint16_t mbuf_data_room = 4096 + 128 + 128;  // enough for a 4096-PMTU frame plus headroom
   uint32_t redirect_ring_size = 4096;          // SPSC ring per engine pair, power of two
   uint32_t max_qps_per_engine = 4096;
-  uint32_t tx_backlog = 1024;                  // packets held when a TX burst is short
+  uint32_t tx_backlog = 1024;  // packets held when a TX burst is short
 };
 
 struct RdmaConfig {
-  uint16_t path_mtu = 1024;          // IB MTU in bytes: 256, 512, 1024, 2048 or 4096
-  uint8_t ack_timeout = 14;          // local ACK timeout 4.096 us * 2^n (0..31), 0 = none
-  uint8_t retry_count = 7;           // 0..7
-  uint8_t rnr_retry = 7;             // 0..7, 7 = infinite
-  uint8_t min_rnr_timer = 12;        // RNR NAK timer code 0..31
+  uint16_t path_mtu = 1024;            // IB MTU in bytes: 256, 512, 1024, 2048 or 4096
+  uint8_t ack_timeout = 14;            // local ACK timeout 4.096 us * 2^n (0..31), 0 = none
+  uint8_t retry_count = 7;             // 0..7
+  uint8_t rnr_retry = 7;               // 0..7, 7 = infinite
+  uint8_t min_rnr_timer = 12;          // RNR NAK timer code 0..31
   uint16_t ack_request_interval = 64;  // AckReq every N packets besides a message's last
-  uint8_t max_rd_atomic = 16;        // initiator depth: our outstanding READ/ATOMIC
-  uint8_t max_dest_rd_atomic = 16;   // responder resources
+  uint8_t max_rd_atomic = 16;          // initiator depth: our outstanding READ/ATOMIC
+  uint8_t max_dest_rd_atomic = 16;     // responder resources
   uint16_t udp_source_port_base = 0xC000;
 };
 
 // Test-only fault injection on every port's RX and TX; all zero (off) by default.
 struct FaultConfig {
-  double loss = 0;       // probabilities in [0, 1]
+  double loss = 0;  // probabilities in [0, 1]
   double reorder = 0;
   double duplicate = 0;
-  double corrupt = 0;    // flip one bit; the ICRC must catch it
+  double corrupt = 0;  // flip one bit; the ICRC must catch it
   uint64_t seed = 1;
   [[nodiscard]] bool enabled() const { return loss > 0 || reorder > 0 || duplicate > 0 || corrupt > 0; }
 };
@@ -104,7 +104,7 @@ struct ConfigError {
 
 struct LoadResult {
   std::optional<Config> config;
-  std::vector<ConfigError> errors;  // non-empty exactly when config is empty
+  std::vector<ConfigError> errors;                                    // non-empty exactly when config is empty
   [[nodiscard]] std::string describe(std::string_view source) const;  // one "source: key: message" line each
 };
 

@@ -1,15 +1,15 @@
 #include "dataplane/rc_transport.h"
 
-#include "dataplane/ring.h"
+#include <algorithm>
+#include <cstring>
+#include <string>
 
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
-#include <algorithm>
-#include <cstring>
-#include <string>
+#include "dataplane/ring.h"
 
 namespace uroce::dataplane {
 
@@ -285,7 +285,7 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
     t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps));
     t->qp_slots_.emplace_back(max_qps, false);
-    t->qp_slots_.back()[0] = true;  // QPN 0 is never used
+    t->qp_slots_.back()[0] = true;              // QPN 0 is never used
     if (e == 0) t->qp_slots_.back()[1] = true;  // QPN 1 is the GSI QP (connection management)
     const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
     if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());

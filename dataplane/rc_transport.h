@@ -57,13 +57,13 @@ struct RcQueuePairSetup {
 // out of band (rocev2.md §8.1-8.2).
 struct RcPeer {
   proto::Qpn qpn{};
-  proto::Psn psn{};                // the peer's first request PSN (our receive PSN)
+  proto::Psn psn{};  // the peer's first request PSN (our receive PSN)
   config::IpAddress ip{};
   std::optional<proto::MacAddr> mac;  // resolved with ARP/ND when absent
   uint32_t path_mtu = 1024;
   uint8_t hop_limit = 64;
   uint8_t traffic_class = 0;
-  uint8_t max_dest_rd_atomic = 16;    // the peer's responder resources: caps our initiator depth
+  uint8_t max_dest_rd_atomic = 16;      // the peer's responder resources: caps our initiator depth
   std::optional<PortIndex> local_port;  // the port to reach the peer through (default: the setup's port)
 };
 
@@ -138,7 +138,7 @@ class RcQueuePair final : public proto::RcEnv {
   rte_mbuf* tx_mbuf_ = nullptr;
   proto::RecvWqe popped_{};
   uint32_t published_sq_head_ = 0;
-  proto::RcCounters synced_{};  // what sync_counters() last added to the engine's counters
+  proto::RcCounters synced_{};           // what sync_counters() last added to the engine's counters
   bool flushed_before_connect_ = false;  // engine only
   std::atomic<bool> doorbell_pending_{false};
   std::atomic<bool> flush_requested_{false};

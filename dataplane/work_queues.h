@@ -37,8 +37,7 @@ inline constexpr std::size_t kCacheLine = 64;
 template <class T>
 class SpscQueue {
  public:
-  explicit SpscQueue(uint32_t capacity_pow2)
-      : slots_(std::make_unique<T[]>(capacity_pow2)), mask_(capacity_pow2 - 1) {}
+  explicit SpscQueue(uint32_t capacity_pow2) : slots_(std::make_unique<T[]>(capacity_pow2)), mask_(capacity_pow2 - 1) {}
 
   [[nodiscard]] uint32_t capacity() const noexcept { return mask_ + 1; }
   [[nodiscard]] T& slot(uint32_t index) noexcept { return slots_[index & mask_]; }

@@ -91,9 +91,9 @@ struct Feth {
 };
 
 constexpr std::size_t ext_header_size(ExtHeader h) noexcept {
-  constexpr std::array<std::size_t, kExtHeaderCount> kSizes = {
-      Deth::kSize, Feth::kSize, Reth::kSize, AtomicEth::kSize, ImmDt::kSize,
-      Ieth::kSize, Aeth::kSize, AtomicAckEth::kSize, CnpBody::kSize};
+  constexpr std::array<std::size_t, kExtHeaderCount> kSizes = {Deth::kSize,      Feth::kSize,         Reth::kSize,
+                                                               AtomicEth::kSize, ImmDt::kSize,        Ieth::kSize,
+                                                               Aeth::kSize,      AtomicAckEth::kSize, CnpBody::kSize};
   return kSizes[static_cast<std::size_t>(h)];
 }
 
@@ -107,15 +107,15 @@ enum Property : uint32_t {
   kMiddle = 1u << 1,
   kLast = 1u << 2,
   kOnly = 1u << 3,
-  kPayload = 1u << 4,         // may carry a payload
-  kConsumesRecvWqe = 1u << 5, // lands in a receive WQE (SEND, WRITE with immediate)
-  kRequest = 1u << 6,         // requester -> responder
-  kResponse = 1u << 7,        // responder -> requester (READ response, ACK, atomic ACK)
+  kPayload = 1u << 4,          // may carry a payload
+  kConsumesRecvWqe = 1u << 5,  // lands in a receive WQE (SEND, WRITE with immediate)
+  kRequest = 1u << 6,          // requester -> responder
+  kResponse = 1u << 7,         // responder -> requester (READ response, ACK, atomic ACK)
   kImmediate = 1u << 8,
   kInvalidate = 1u << 9,
-  kSolicitable = 1u << 10,    // SE may be set (last/only SEND, WRITE with immediate)
-  kAckSemantics = 1u << 11,   // carries an AETH that acknowledges PSNs
-  kReadClass = 1u << 12,      // uses a responder resource slot (READ, atomics, FLUSH, ATOMIC_WRITE)
+  kSolicitable = 1u << 10,   // SE may be set (last/only SEND, WRITE with immediate)
+  kAckSemantics = 1u << 11,  // carries an AETH that acknowledges PSNs
+  kReadClass = 1u << 12,     // uses a responder resource slot (READ, atomics, FLUSH, ATOMIC_WRITE)
 };
 
 struct OpcodeInfo {
@@ -124,7 +124,7 @@ struct OpcodeInfo {
   Operation operation = Operation::kSend;
   HeaderSet headers = 0;
   uint32_t properties = 0;
-  uint8_t ext_length = 0;  // bytes of extension headers after the BTH
+  uint8_t ext_length = 0;                             // bytes of extension headers after the BTH
   std::array<uint8_t, kExtHeaderCount> ext_offset{};  // from the end of the BTH; valid where carried
 
   [[nodiscard]] constexpr bool valid() const noexcept { return !name.empty(); }
@@ -134,9 +134,7 @@ struct OpcodeInfo {
     return ext_offset[static_cast<std::size_t>(h)];
   }
   // Fixed payload the opcode demands (ATOMIC_WRITE's 8 bytes), or -1 for "any that the position allows".
-  [[nodiscard]] constexpr int fixed_payload() const noexcept {
-    return operation == Operation::kAtomicWrite ? 8 : -1;
-  }
+  [[nodiscard]] constexpr int fixed_payload() const noexcept { return operation == Operation::kAtomicWrite ? 8 : -1; }
 };
 
 namespace detail {
@@ -183,8 +181,7 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
       {0x05, "RC_SEND_ONLY_WITH_IMMEDIATE", "UC_SEND_ONLY_WITH_IMMEDIATE", Operation::kSend, kImm,
        kSendMsg | kOnly | kSolicitable | kImmediate},
       {0x06, "RC_RDMA_WRITE_FIRST", "UC_RDMA_WRITE_FIRST", Operation::kRdmaWrite, kReth, kReq | kPayload | kFirst},
-      {0x07, "RC_RDMA_WRITE_MIDDLE", "UC_RDMA_WRITE_MIDDLE", Operation::kRdmaWrite, kNone,
-       kReq | kPayload | kMiddle},
+      {0x07, "RC_RDMA_WRITE_MIDDLE", "UC_RDMA_WRITE_MIDDLE", Operation::kRdmaWrite, kNone, kReq | kPayload | kMiddle},
       {0x08, "RC_RDMA_WRITE_LAST", "UC_RDMA_WRITE_LAST", Operation::kRdmaWrite, kNone, kReq | kPayload | kLast},
       {0x09, "RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", "UC_RDMA_WRITE_LAST_WITH_IMMEDIATE", Operation::kRdmaWrite, kImm,
        kReq | kPayload | kLast | kImmediate | kConsumesRecvWqe | kSolicitable},
@@ -198,19 +195,19 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
   }
 
   constexpr uint32_t kReadResp = kResponse | kPayload | kAckSemantics;
-  t[0x0C] = make_row("RC_RDMA_READ_REQUEST", Transport::kRc, Operation::kRdmaReadRequest, kReth,
-                     kReq | kOnly | kReadClass);
-  t[0x0D] = make_row("RC_RDMA_READ_RESPONSE_FIRST", Transport::kRc, Operation::kRdmaReadResponse, kAeth,
-                     kReadResp | kFirst);
+  t[0x0C] =
+      make_row("RC_RDMA_READ_REQUEST", Transport::kRc, Operation::kRdmaReadRequest, kReth, kReq | kOnly | kReadClass);
+  t[0x0D] =
+      make_row("RC_RDMA_READ_RESPONSE_FIRST", Transport::kRc, Operation::kRdmaReadResponse, kAeth, kReadResp | kFirst);
   // MIDDLE carries no AETH, so it acknowledges nothing by itself.
   t[0x0E] = make_row("RC_RDMA_READ_RESPONSE_MIDDLE", Transport::kRc, Operation::kRdmaReadResponse, kNone,
                      kResponse | kPayload | kMiddle);
-  t[0x0F] = make_row("RC_RDMA_READ_RESPONSE_LAST", Transport::kRc, Operation::kRdmaReadResponse, kAeth,
-                     kReadResp | kLast);
-  t[0x10] = make_row("RC_RDMA_READ_RESPONSE_ONLY", Transport::kRc, Operation::kRdmaReadResponse, kAeth,
-                     kReadResp | kOnly);
-  t[0x11] = make_row("RC_ACKNOWLEDGE", Transport::kRc, Operation::kAcknowledge, kAeth,
-                     kResponse | kOnly | kAckSemantics);
+  t[0x0F] =
+      make_row("RC_RDMA_READ_RESPONSE_LAST", Transport::kRc, Operation::kRdmaReadResponse, kAeth, kReadResp | kLast);
+  t[0x10] =
+      make_row("RC_RDMA_READ_RESPONSE_ONLY", Transport::kRc, Operation::kRdmaReadResponse, kAeth, kReadResp | kOnly);
+  t[0x11] =
+      make_row("RC_ACKNOWLEDGE", Transport::kRc, Operation::kAcknowledge, kAeth, kResponse | kOnly | kAckSemantics);
   t[0x12] = make_row("RC_ATOMIC_ACKNOWLEDGE", Transport::kRc, Operation::kAtomicAcknowledge,
                      kAeth | bit(ExtHeader::kAtomicAckEth), kResponse | kOnly | kAckSemantics);
   t[0x13] = make_row("RC_COMPARE_SWAP", Transport::kRc, Operation::kCompareSwap, bit(ExtHeader::kAtomicEth),
@@ -221,10 +218,10 @@ constexpr std::array<OpcodeInfo, 256> make_opcode_table() {
                      kSendMsg | kLast | kSolicitable | kInvalidate);
   t[0x17] = make_row("RC_SEND_ONLY_WITH_INVALIDATE", Transport::kRc, Operation::kSend, kIeth,
                      kSendMsg | kOnly | kSolicitable | kInvalidate);
-  t[0x1C] = make_row("RC_FLUSH", Transport::kRc, Operation::kFlush, bit(ExtHeader::kFeth) | kReth,
-                     kReq | kOnly | kReadClass);
-  t[0x1D] = make_row("RC_ATOMIC_WRITE", Transport::kRc, Operation::kAtomicWrite, kReth,
-                     kReq | kOnly | kPayload | kReadClass);
+  t[0x1C] =
+      make_row("RC_FLUSH", Transport::kRc, Operation::kFlush, bit(ExtHeader::kFeth) | kReth, kReq | kOnly | kReadClass);
+  t[0x1D] =
+      make_row("RC_ATOMIC_WRITE", Transport::kRc, Operation::kAtomicWrite, kReth, kReq | kOnly | kPayload | kReadClass);
 
   t[0x64] = make_row("UD_SEND_ONLY", Transport::kUd, Operation::kSend, kDeth, kSendMsg | kOnly | kSolicitable);
   t[0x65] = make_row("UD_SEND_ONLY_WITH_IMMEDIATE", Transport::kUd, Operation::kSend, kDeth | kImm,

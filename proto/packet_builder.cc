@@ -53,8 +53,8 @@ void write_ext_headers(const PacketSpec& s, const OpcodeInfo& info, uint8_t* ext
 
 std::size_t packet_size(const PacketSpec& s) noexcept {
   const OpcodeInfo& info = opcode_info(s.opcode);
-  return l2_size(s) + l3_header_size(s.ip_version()) + Udp::kSize + Bth::kSize + info.ext_length +
-         s.payload.size() + pad_for(s.payload.size()) + kIcrcSize;
+  return l2_size(s) + l3_header_size(s.ip_version()) + Udp::kSize + Bth::kSize + info.ext_length + s.payload.size() +
+         pad_for(s.payload.size()) + kIcrcSize;
 }
 
 std::size_t build_packet(const PacketSpec& s, std::span<uint8_t> out) noexcept {

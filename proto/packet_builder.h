@@ -23,8 +23,22 @@ namespace uroce::proto {
 using Gid = std::array<uint8_t, 16>;
 constexpr Gid gid_from_ipv4(Ipv4Addr a) noexcept {
   const uint32_t v = a.value();
-  return {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF, static_cast<uint8_t>(v >> 24), static_cast<uint8_t>(v >> 16),
-          static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)};
+  return {0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0,
+          0xFF,
+          0xFF,
+          static_cast<uint8_t>(v >> 24),
+          static_cast<uint8_t>(v >> 16),
+          static_cast<uint8_t>(v >> 8),
+          static_cast<uint8_t>(v)};
 }
 constexpr bool gid_is_ipv4_mapped(const Gid& g) noexcept {
   for (int i = 0; i < 10; ++i)

@@ -6,10 +6,25 @@ namespace uroce::proto {
 
 std::string_view parse_error_name(ParseError e) noexcept {
   static constexpr std::array<std::string_view, static_cast<std::size_t>(ParseError::kCount)> kNames = {
-      "ok",          "truncated_ethernet", "not_ip",          "truncated_ip",     "bad_ip_version",
-      "ip_options",  "bad_ip_checksum",    "bad_ip_length",   "ip_fragment",      "not_udp",
-      "not_rocev2",  "bad_udp_length",     "truncated_bth",   "bad_tver",         "unknown_opcode",
-      "truncated_headers", "bad_pad",      "bad_payload_length", "bad_icrc"};
+      "ok",
+      "truncated_ethernet",
+      "not_ip",
+      "truncated_ip",
+      "bad_ip_version",
+      "ip_options",
+      "bad_ip_checksum",
+      "bad_ip_length",
+      "ip_fragment",
+      "not_udp",
+      "not_rocev2",
+      "bad_udp_length",
+      "truncated_bth",
+      "bad_tver",
+      "unknown_opcode",
+      "truncated_headers",
+      "bad_pad",
+      "bad_payload_length",
+      "bad_icrc"};
   const auto i = static_cast<std::size_t>(e);
   return i < kNames.size() ? kNames[i] : "invalid";
 }

@@ -22,24 +22,24 @@ namespace uroce::proto {
 
 enum class ParseError : uint8_t {
   kOk = 0,
-  kTruncatedEthernet,   // shorter than an Ethernet (+VLAN) header
-  kNotIp,               // EtherType is neither IPv4 nor IPv6
-  kTruncatedIp,         // the frame ends inside the IP header
-  kBadIpVersion,        // version nibble disagrees with the EtherType
-  kIpOptions,           // IPv4 IHL != 5 (RoCEv2 carries no options)
-  kBadIpChecksum,       // IPv4 header checksum wrong
-  kBadIpLength,         // IP length shorter than its headers or longer than the frame
-  kIpFragment,          // MF set or a fragment offset: RoCEv2 is never fragmented
-  kNotUdp,              // IP protocol / IPv6 next header is not UDP
-  kNotRoceV2,           // UDP destination port is not 4791
-  kBadUdpLength,        // UDP length disagrees with the IP length
-  kTruncatedBth,        // no room for BTH + ICRC
-  kBadTransportVersion, // BTH TVer != 0
-  kUnknownOpcode,       // reserved or unsupported opcode
-  kTruncatedHeaders,    // no room for the opcode's extension headers + ICRC
-  kBadPad,              // pad on a packet that cannot have it, or payload+pad not a multiple of 4
-  kBadPayloadLength,    // payload length the opcode forbids
-  kBadIcrc,             // ICRC mismatch (rocev2.md §3.3: drop silently and count)
+  kTruncatedEthernet,    // shorter than an Ethernet (+VLAN) header
+  kNotIp,                // EtherType is neither IPv4 nor IPv6
+  kTruncatedIp,          // the frame ends inside the IP header
+  kBadIpVersion,         // version nibble disagrees with the EtherType
+  kIpOptions,            // IPv4 IHL != 5 (RoCEv2 carries no options)
+  kBadIpChecksum,        // IPv4 header checksum wrong
+  kBadIpLength,          // IP length shorter than its headers or longer than the frame
+  kIpFragment,           // MF set or a fragment offset: RoCEv2 is never fragmented
+  kNotUdp,               // IP protocol / IPv6 next header is not UDP
+  kNotRoceV2,            // UDP destination port is not 4791
+  kBadUdpLength,         // UDP length disagrees with the IP length
+  kTruncatedBth,         // no room for BTH + ICRC
+  kBadTransportVersion,  // BTH TVer != 0
+  kUnknownOpcode,        // reserved or unsupported opcode
+  kTruncatedHeaders,     // no room for the opcode's extension headers + ICRC
+  kBadPad,               // pad on a packet that cannot have it, or payload+pad not a multiple of 4
+  kBadPayloadLength,     // payload length the opcode forbids
+  kBadIcrc,              // ICRC mismatch (rocev2.md §3.3: drop silently and count)
   kCount,
 };
 
@@ -97,8 +97,9 @@ struct ParseResult {
 [[nodiscard]] ParseResult parse_packet(std::span<const uint8_t> frame, ParseOptions options = {}) noexcept;
 // A ParsedPacket points into its frame, so parsing a temporary buffer would leave it dangling.
 template <class Container>
-  requires(!std::is_lvalue_reference_v<Container> && !std::is_same_v<std::decay_t<Container>, std::span<const uint8_t>> &&
-           !std::is_same_v<std::decay_t<Container>, std::span<uint8_t>>)
-ParseResult parse_packet(Container&& temporary, ParseOptions options = {}) = delete;
+requires(!std::is_lvalue_reference_v<Container> && !std::is_same_v<std::decay_t<Container>, std::span<const uint8_t>> &&
+         !std::is_same_v<std::decay_t<Container>, std::span<uint8_t>>) ParseResult
+    parse_packet(Container&& temporary, ParseOptions options = {})
+= delete;
 
 }  // namespace uroce::proto

@@ -39,8 +39,8 @@ PacketTemplate::Stamped PacketTemplate::stamp(uint8_t* out, Opcode op, std::size
   uint8_t* const bth = out + udp_offset + Udp::kSize;
   bth[0] = static_cast<uint8_t>(op);
   // Byte 1: SE(7) M(6) PadCnt(5:4) TVer(3:0); M and TVer stay as the template has them.
-  bth[1] = static_cast<uint8_t>((bth[1] & 0x4F) | ((bth_flags & kBthSolicited) ? 0x80 : 0) |
-                                (pad_for(payload_length) << 4));
+  bth[1] =
+      static_cast<uint8_t>((bth[1] & 0x4F) | ((bth_flags & kBthSolicited) ? 0x80 : 0) | (pad_for(payload_length) << 4));
   bth[8] = (bth_flags & kBthAckReq) ? 0x80 : 0;
   MutView<Bth>{bth}.set(Bth::psn, psn);
   uint8_t* const ext = bth + Bth::kSize;

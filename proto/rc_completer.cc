@@ -283,10 +283,17 @@ void RcQp::on_packet(const ParsedPacket& p) noexcept {
   }
   if (state_ != QpState::kReadyToSend) return;
   switch (p.info->operation) {
-    case Operation::kAcknowledge: on_ack(p); break;
-    case Operation::kRdmaReadResponse: on_read_response(p); break;
-    case Operation::kAtomicAcknowledge: on_atomic_ack(p); break;
-    default: break;
+    case Operation::kAcknowledge:
+      on_ack(p);
+      break;
+    case Operation::kRdmaReadResponse:
+      on_read_response(p);
+      break;
+    case Operation::kAtomicAcknowledge:
+      on_atomic_ack(p);
+      break;
+    default:
+      break;
   }
 }
 

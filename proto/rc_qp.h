@@ -62,8 +62,8 @@ class RcQp {
   // Moves the QP to RTS with `attrs`. `send_queue` has `sq_size` slots (a power of
   // two) filled by the application; WQE index i lives in slot i & (sq_size - 1).
   // Control path: allocates the per-WQE progress array.
-  void connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue,
-               uint32_t sq_size, RcEnv* env);
+  void connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue, uint32_t sq_size,
+               RcEnv* env);
 
   // Handles one received packet addressed to this QP (already parsed and
   // ICRC-checked). Requests go to the responder, responses to the completer.
@@ -181,12 +181,12 @@ class RcQp {
   const SendWqe* sq_ = nullptr;
   uint32_t sq_mask_ = 0;
   std::vector<WqeProgress> progress_;
-  uint32_t sq_oldest_ = 0;     // oldest WQE not yet retired
-  uint32_t sq_next_ = 0;       // WQE being (or next to be) sent
-  uint32_t send_offset_ = 0;   // bytes of sq_next_ already sent (READ: already answered)
-  Psn next_psn_{};             // PSN of the next request packet
-  Psn unacked_psn_{};          // oldest PSN not yet acknowledged (or answered)
-  Psn resend_limit_psn_{};     // packets before this PSN were sent before: counted as retransmissions
+  uint32_t sq_oldest_ = 0;    // oldest WQE not yet retired
+  uint32_t sq_next_ = 0;      // WQE being (or next to be) sent
+  uint32_t send_offset_ = 0;  // bytes of sq_next_ already sent (READ: already answered)
+  Psn next_psn_{};            // PSN of the next request packet
+  Psn unacked_psn_{};         // oldest PSN not yet acknowledged (or answered)
+  Psn resend_limit_psn_{};    // packets before this PSN were sent before: counted as retransmissions
   uint32_t packets_since_ack_req_ = 0;
   uint8_t reads_in_flight_ = 0;
   uint8_t retries_left_ = 0;
@@ -200,7 +200,7 @@ class RcQp {
   Msn msn_{};
   bool sequence_nak_sent_ = false;  // one NAK per gap (rocev2.md §4.4)
   Message in_message_ = Message::kNone;
-  RecvWqe recv_{};                  // the receive WQE of the SEND in progress
+  RecvWqe recv_{};  // the receive WQE of the SEND in progress
   uint32_t recv_offset_ = 0;
   uint32_t recv_capacity_ = 0;
   uint8_t* write_cursor_ = nullptr;
@@ -214,7 +214,6 @@ class RcQp {
   bool ack_pending_ = false;
   Psn ack_psn_{};
   AethSyndrome ack_syndrome_pending_{0x1F};
-
 };
 
 }  // namespace uroce::proto

@@ -15,22 +15,32 @@ constexpr int32_t kMaxOutstandingPsns = 1 << 20;
 Opcode send_opcode(const SendWqe& w, bool first, bool last) noexcept {
   if (first && last) {
     switch (w.op) {
-      case WorkOp::kSendWithImmediate: return Opcode::kRcSendOnlyWithImmediate;
-      case WorkOp::kSendWithInvalidate: return Opcode::kRcSendOnlyWithInvalidate;
-      case WorkOp::kRdmaWrite: return Opcode::kRcRdmaWriteOnly;
-      case WorkOp::kRdmaWriteWithImmediate: return Opcode::kRcRdmaWriteOnlyWithImmediate;
-      default: return Opcode::kRcSendOnly;
+      case WorkOp::kSendWithImmediate:
+        return Opcode::kRcSendOnlyWithImmediate;
+      case WorkOp::kSendWithInvalidate:
+        return Opcode::kRcSendOnlyWithInvalidate;
+      case WorkOp::kRdmaWrite:
+        return Opcode::kRcRdmaWriteOnly;
+      case WorkOp::kRdmaWriteWithImmediate:
+        return Opcode::kRcRdmaWriteOnlyWithImmediate;
+      default:
+        return Opcode::kRcSendOnly;
     }
   }
   const bool write = w.op == WorkOp::kRdmaWrite || w.op == WorkOp::kRdmaWriteWithImmediate;
   if (first) return write ? Opcode::kRcRdmaWriteFirst : Opcode::kRcSendFirst;
   if (!last) return write ? Opcode::kRcRdmaWriteMiddle : Opcode::kRcSendMiddle;
   switch (w.op) {
-    case WorkOp::kSendWithImmediate: return Opcode::kRcSendLastWithImmediate;
-    case WorkOp::kSendWithInvalidate: return Opcode::kRcSendLastWithInvalidate;
-    case WorkOp::kRdmaWrite: return Opcode::kRcRdmaWriteLast;
-    case WorkOp::kRdmaWriteWithImmediate: return Opcode::kRcRdmaWriteLastWithImmediate;
-    default: return Opcode::kRcSendLast;
+    case WorkOp::kSendWithImmediate:
+      return Opcode::kRcSendLastWithImmediate;
+    case WorkOp::kSendWithInvalidate:
+      return Opcode::kRcSendLastWithInvalidate;
+    case WorkOp::kRdmaWrite:
+      return Opcode::kRcRdmaWriteLast;
+    case WorkOp::kRdmaWriteWithImmediate:
+      return Opcode::kRcRdmaWriteLastWithImmediate;
+    default:
+      return Opcode::kRcSendLast;
   }
 }
 
@@ -221,7 +231,8 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     reth.set(Reth::rkey, w.rkey);
     reth.set(Reth::dma_length, w.length);
   }
-  if (info.carries(ExtHeader::kImmDt)) MutView<ImmDt>{st.ext + info.offset_of(ExtHeader::kImmDt)}.set(ImmDt::immediate, w.immediate);
+  if (info.carries(ExtHeader::kImmDt))
+    MutView<ImmDt>{st.ext + info.offset_of(ExtHeader::kImmDt)}.set(ImmDt::immediate, w.immediate);
   if (info.carries(ExtHeader::kIeth))
     MutView<Ieth>{st.ext + info.offset_of(ExtHeader::kIeth)}.set(Ieth::rkey, w.invalidate_rkey);
   gather(w, send_offset_, st.payload, length);

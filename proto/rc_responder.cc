@@ -93,11 +93,19 @@ void RcQp::on_request(const ParsedPacket& p) noexcept {
   }
   bool accepted = false;
   switch (info.operation) {
-    case Operation::kSend: accepted = receive_send(p); break;
-    case Operation::kRdmaWrite: accepted = receive_write(p); break;
-    case Operation::kRdmaReadRequest: accepted = receive_read(p); break;
+    case Operation::kSend:
+      accepted = receive_send(p);
+      break;
+    case Operation::kRdmaWrite:
+      accepted = receive_write(p);
+      break;
+    case Operation::kRdmaReadRequest:
+      accepted = receive_read(p);
+      break;
     case Operation::kCompareSwap:
-    case Operation::kFetchAdd: accepted = receive_atomic(p); break;
+    case Operation::kFetchAdd:
+      accepted = receive_atomic(p);
+      break;
     default:
       ++counters_.resp_invalid_request;  // FLUSH, ATOMIC_WRITE: not supported
       responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
@@ -210,10 +218,10 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     write_cursor_ = nullptr;
     // A zero-length WRITE does not validate the R_Key (IBTA C9-88).
     if (write_length_ != 0) {
-      write_cursor_ = (attrs_.access & kAccessRemoteWrite)
-                          ? env_->resolve_remote(reth.get(Reth::rkey), reth.get(Reth::va), write_length_,
-                                                 kAccessRemoteWrite)
-                          : nullptr;
+      write_cursor_ =
+          (attrs_.access & kAccessRemoteWrite)
+              ? env_->resolve_remote(reth.get(Reth::rkey), reth.get(Reth::va), write_length_, kAccessRemoteWrite)
+              : nullptr;
       if (write_cursor_ == nullptr) {
         ++counters_.resp_remote_access_error;
         responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
@@ -276,9 +284,8 @@ bool RcQp::receive_read(const ParsedPacket& p) noexcept {
   r.va = reth.get(Reth::va);
   r.rkey = reth.get(Reth::rkey);
   if (r.length != 0) {
-    r.data = (attrs_.access & kAccessRemoteRead)
-                 ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead)
-                 : nullptr;
+    r.data =
+        (attrs_.access & kAccessRemoteRead) ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead) : nullptr;
     if (r.data == nullptr) {
       ++counters_.resp_remote_access_error;
       responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);

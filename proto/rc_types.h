@@ -77,9 +77,9 @@ struct SendWqe {
   std::array<Sge, kMaxSge> sge{};
   uint64_t remote_addr = 0;
   RemoteToken rkey{};
-  uint32_t immediate = 0;          // host order; ImmDt carries it big-endian
+  uint32_t immediate = 0;  // host order; ImmDt carries it big-endian
   RemoteToken invalidate_rkey{};
-  uint64_t compare_add = 0;        // CompareSwap: compare; FetchAdd: add
+  uint64_t compare_add = 0;  // CompareSwap: compare; FetchAdd: add
   uint64_t swap = 0;
   MemoryOperation memory{};  // local operations only
 };
@@ -135,7 +135,7 @@ struct RcQpAttributes {
   uint32_t path_mtu = 1024;
   uint8_t ack_timeout = 14;  // 4.096 us * 2^n; 0 = no retransmit timer
   uint8_t retry_count = 7;
-  uint8_t rnr_retry = 7;     // 7 = infinite
+  uint8_t rnr_retry = 7;  // 7 = infinite
   uint8_t min_rnr_timer = 12;
   uint8_t max_rd_atomic = 16;       // our READ/atomic in flight
   uint8_t max_dest_rd_atomic = 16;  // the peer's READ/atomic we hold state for

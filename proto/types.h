@@ -44,10 +44,10 @@ struct QKeyTag;
 struct LocalTokenTag;
 struct RemoteTokenTag;
 
-using Qpn = Identifier<QpnTag, uint32_t, 24>;           // BTH DestQP, DETH SrcQP
-using PKey = Identifier<PKeyTag, uint16_t>;             // BTH P_Key
-using QKey = Identifier<QKeyTag, uint32_t>;             // DETH Q_Key
-using LocalToken = Identifier<LocalTokenTag, uint32_t>; // L_Key (never on the wire)
+using Qpn = Identifier<QpnTag, uint32_t, 24>;              // BTH DestQP, DETH SrcQP
+using PKey = Identifier<PKeyTag, uint16_t>;                // BTH P_Key
+using QKey = Identifier<QKeyTag, uint32_t>;                // DETH Q_Key
+using LocalToken = Identifier<LocalTokenTag, uint32_t>;    // L_Key (never on the wire)
 using RemoteToken = Identifier<RemoteTokenTag, uint32_t>;  // R_Key in RETH, AtomicETH, IETH
 
 inline constexpr PKey kDefaultPKey{0xFFFF};

@@ -123,9 +123,7 @@ class HeaderView {
   }
 
   template <class F>
-  constexpr void set(F, typename F::value_type v) const noexcept
-    requires kMutable
-  {
+  constexpr void set(F, typename F::value_type v) const noexcept requires kMutable {
     static_assert(F::kOffset + F::kBytes <= kSize, "field outside this header");
     F::set(p_, v);
   }

@@ -62,8 +62,7 @@ TEST(RcCapture, EveryCapturedFrameDecodesWithTheRightIcrc) {
     }
     world.destroy(a, b);
   }  // the dataplane stops: the capture file is complete
-  const std::string command = std::string("/usr/bin/python3 ") + script + " --tshark " + tshark + " --capture " +
-                              path +
+  const std::string command = std::string("/usr/bin/python3 ") + script + " --tshark " + tshark + " --capture " + path +
                               " --expect RC_SEND_ONLY RC_SEND_FIRST RC_SEND_MIDDLE RC_SEND_LAST"
                               " RC_RDMA_WRITE_FIRST RC_RDMA_WRITE_LAST_WITH_IMMEDIATE RC_RDMA_READ_REQUEST"
                               " RC_RDMA_READ_RESPONSE_FIRST RC_RDMA_READ_RESPONSE_MIDDLE RC_RDMA_READ_RESPONSE_LAST"

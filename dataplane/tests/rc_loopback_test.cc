@@ -85,10 +85,9 @@ TEST_P(RcLoopback, EveryOperationDeliversEveryByte) {
   world_->destroy(a, b);
 }
 
-INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcLoopback, ::testing::ValuesIn(size_cases()),
-                         [](const auto& i) {
-                           return "mtu" + std::to_string(i.param.mtu) + "_size" + std::to_string(i.param.size);
-                         });
+INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcLoopback, ::testing::ValuesIn(size_cases()), [](const auto& i) {
+  return "mtu" + std::to_string(i.param.mtu) + "_size" + std::to_string(i.param.size);
+});
 
 TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
   RcWorld world(loopback_config());

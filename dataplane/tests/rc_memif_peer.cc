@@ -9,8 +9,6 @@
 // server receives and checks byte for byte, and runs FETCH_ADD and COMPARE_SWAP on a
 // word of the server's, which the server checks. Each side exits 0 only if everything
 // matched; the server prints its counters.
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -18,6 +16,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 #include "dataplane/rc_transport.h"
 #include "dataplane/tests/rc_players.h"
@@ -39,10 +39,14 @@ bool parse_args(int argc, char** argv, Args& a) {
   a.server = std::string(argv[1]) == "server";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--socket") a.socket = v;
-    else if (k == "--exchange") a.exchange = v;
-    else if (k == "--mtu") a.mtu = static_cast<uint32_t>(std::stoul(v));
-    else return false;
+    if (k == "--socket")
+      a.socket = v;
+    else if (k == "--exchange")
+      a.exchange = v;
+    else if (k == "--mtu")
+      a.mtu = static_cast<uint32_t>(std::stoul(v));
+    else
+      return false;
   }
   return !a.socket.empty() && !a.exchange.empty();
 }

@@ -41,10 +41,10 @@ class Player {
       return;
     }
     qp_ = qp.value();
-    auto token = transport.register_memory(reinterpret_cast<uint64_t>(buffer.data()), buffer.size(),
-                                           proto::kAccessLocalWrite | proto::kAccessRemoteWrite |
-                                               proto::kAccessRemoteRead | proto::kAccessRemoteAtomic,
-                                           pd);
+    auto token = transport.register_memory(
+        reinterpret_cast<uint64_t>(buffer.data()), buffer.size(),
+        proto::kAccessLocalWrite | proto::kAccessRemoteWrite | proto::kAccessRemoteRead | proto::kAccessRemoteAtomic,
+        pd);
     if (!token.ok()) {
       error = token.error();
       return;

@@ -3,11 +3,12 @@
 // management will use. The UdEnv here binds proto::UdQp to the engine directly (mbufs,
 // a receive list, recorded completions); the production binding arrives with CM.
 #include <gtest/gtest.h>
-#include <rte_mbuf.h>
 
 #include <deque>
 #include <mutex>
 #include <vector>
+
+#include <rte_mbuf.h>
 
 #include "dataplane/tests/loopback_fixture.h"
 #include "proto/ud_qp.h"
@@ -126,8 +127,8 @@ TEST(UdLoopback, DatagramsReachTheirQpAcrossEnginesAndTheGsiQp) {
                     EXPECT_EQ(peer_gsi.send(ctx, w, to_gsi), proto::CompletionStatus::kSuccess);
                   })
                   .ok());
-  const bool arrived =
-      eventually([&] { return b.completions().size() == 2 && gsi.completions().size() == 1; }, std::chrono::seconds(10));
+  const bool arrived = eventually([&] { return b.completions().size() == 2 && gsi.completions().size() == 1; },
+                                  std::chrono::seconds(10));
   if (!arrived) {
     for (EngineId e = 0; e < 2; ++e)
       for (const auto& [name, value] : counter_values(dp.engine(e).counters()))

@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "proto/aeth.h"
+
+#include <gtest/gtest.h>
 
 namespace uroce::proto {
 namespace {
@@ -24,10 +24,18 @@ TEST(AethSyndrome, EncodeDecodeRoundTripsEveryValidSyndrome) {
     if (!s.valid()) continue;
     ++valid;
     switch (s.kind()) {
-      case AethKind::kAck: EXPECT_EQ(AethSyndrome::ack(s.value()), s); break;
-      case AethKind::kRnrNak: EXPECT_EQ(AethSyndrome::rnr_nak(s.value()), s); break;
-      case AethKind::kNak: EXPECT_EQ(AethSyndrome::nak(s.nak_code()), s); break;
-      case AethKind::kReserved: ADD_FAILURE(); break;
+      case AethKind::kAck:
+        EXPECT_EQ(AethSyndrome::ack(s.value()), s);
+        break;
+      case AethKind::kRnrNak:
+        EXPECT_EQ(AethSyndrome::rnr_nak(s.value()), s);
+        break;
+      case AethKind::kNak:
+        EXPECT_EQ(AethSyndrome::nak(s.nak_code()), s);
+        break;
+      case AethKind::kReserved:
+        ADD_FAILURE();
+        break;
     }
   }
   EXPECT_EQ(valid, 32 + 32 + 5);

@@ -67,20 +67,19 @@ TEST_P(GoldenCapture, EveryPacketParsesVerifiesAndRebuildsByteExact) {
   std::printf("%s: %zu packets: %s\n", GetParam().c_str(), records->size(), summary.c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(RxeCaptures, GoldenCapture, ::testing::ValuesIn(capture_names()),
-                         [](const auto& info) {
-                           std::string n = info.param.substr(4, info.param.size() - 9);
-                           for (char& c : n)
-                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(RxeCaptures, GoldenCapture, ::testing::ValuesIn(capture_names()), [](const auto& info) {
+  std::string n = info.param.substr(4, info.param.size() - 9);
+  for (char& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+});
 
 // The captures must cover what the issue promises; a missing file is a failure,
 // not a silently empty parameter list.
 TEST(GoldenCaptureSet, CoversTheExpectedTraffic) {
-  const std::set<std::string> expected = {"rxe-atomic-ud-uc.pcap", "rxe-mtu4096-write-read.pcap",
+  const std::set<std::string> expected = {"rxe-atomic-ud-uc.pcap",     "rxe-mtu4096-write-read.pcap",
                                           "rxe-rc-send-pingpong.pcap", "rxe-rdma-read.pcap",
-                                          "rxe-rdma-write.pcap", "rxe-rping-rdmacm.pcap"};
+                                          "rxe-rdma-write.pcap",       "rxe-rping-rdmacm.pcap"};
   const auto names = capture_names();
   const std::set<std::string> found(names.begin(), names.end());
   for (const auto& e : expected) EXPECT_TRUE(found.count(e)) << e << " missing from " << captures_dir();
@@ -100,8 +99,7 @@ TEST(GoldenCaptureSet, CoversTheExpectedTraffic) {
   for (const char* op : {"RC_SEND_FIRST", "RC_SEND_MIDDLE", "RC_SEND_LAST", "RC_SEND_ONLY", "RC_RDMA_WRITE_FIRST",
                          "RC_RDMA_WRITE_MIDDLE", "RC_RDMA_WRITE_LAST", "RC_RDMA_WRITE_ONLY", "RC_RDMA_READ_REQUEST",
                          "RC_RDMA_READ_RESPONSE_FIRST", "RC_RDMA_READ_RESPONSE_MIDDLE", "RC_RDMA_READ_RESPONSE_LAST",
-                         "RC_ACKNOWLEDGE", "RC_ATOMIC_ACKNOWLEDGE", "RC_COMPARE_SWAP", "RC_FETCH_ADD",
-                         "UD_SEND_ONLY"})
+                         "RC_ACKNOWLEDGE", "RC_ATOMIC_ACKNOWLEDGE", "RC_COMPARE_SWAP", "RC_FETCH_ADD", "UD_SEND_ONLY"})
     EXPECT_TRUE(opcodes.count(op)) << op << " not in any capture";
   EXPECT_TRUE(mtu4096) << "no 4096-byte payload";
   // No capture has a padded packet (rxe's tools send 4-byte multiples); padding is

@@ -1,7 +1,9 @@
+#include "proto/icrc.h"
+
 #include <gtest/gtest.h>
+
 #include <zlib.h>
 
-#include "proto/icrc.h"
 #include "proto/packet_parser.h"
 #include "proto/tests/test_vectors.h"
 

@@ -1,8 +1,8 @@
+#include "proto/opcode.h"
+
 #include <gtest/gtest.h>
 
 #include <set>
-
-#include "proto/opcode.h"
 
 namespace uroce::proto {
 namespace {
@@ -24,8 +24,8 @@ TEST(OpcodeTable, RcAndUcShareSendAndWriteRowsExceptForTransportAndName) {
 TEST(OpcodeTable, ReceiveWqeConsumersAreSendsAndWritesWithImmediate) {
   for (const OpcodeInfo& row : kOpcodeTable) {
     if (!row.valid()) continue;
-    const bool expected = row.operation == Operation::kSend ||
-                          (row.operation == Operation::kRdmaWrite && row.is(kImmediate));
+    const bool expected =
+        row.operation == Operation::kSend || (row.operation == Operation::kRdmaWrite && row.is(kImmediate));
     EXPECT_EQ(row.is(kConsumesRecvWqe), expected) << row.name;
   }
 }

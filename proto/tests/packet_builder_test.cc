@@ -1,8 +1,9 @@
+#include "proto/packet_builder.h"
+
 #include <gtest/gtest.h>
 
 #include <numeric>
 
-#include "proto/packet_builder.h"
 #include "proto/tests/test_vectors.h"
 
 namespace uroce::proto {

@@ -1,9 +1,10 @@
+#include "proto/packet_parser.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 
 #include "proto/aeth.h"
-#include "proto/packet_parser.h"
 #include "proto/tests/test_vectors.h"
 
 namespace uroce::proto {
@@ -23,7 +24,8 @@ std::vector<uint8_t> reference(std::string_view name) {
 // become correct again, so the parser reaches the rule under test.
 void reseal(std::vector<uint8_t>& f) {
   MutView<Ipv4>{f.data() + 14}.set(Ipv4::checksum, ipv4_header_checksum(f.data() + 14));
-  if (f.size() >= 14 + 20 + 8 + 12 + 4) icrc_store(f.data() + f.size() - 4, icrc_compute(f.data() + 14, f.size() - 18, IpVersion::kV4));
+  if (f.size() >= 14 + 20 + 8 + 12 + 4)
+    icrc_store(f.data() + f.size() - 4, icrc_compute(f.data() + 14, f.size() - 18, IpVersion::kV4));
 }
 
 // Sets IP total length and UDP length for a frame whose bytes after Ethernet are all IP.

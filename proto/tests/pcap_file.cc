@@ -49,8 +49,8 @@ std::optional<std::vector<PcapRecord>> read_pcap(const std::string& path, std::s
     const uint32_t captured = swap_if(swap, rec[2]);
     if (captured > snaplen && captured > 262144) return fail("record longer than the snap length");
     PcapRecord r;
-    r.timestamp_ns = uint64_t{swap_if(swap, rec[0])} * 1'000'000'000 +
-                     uint64_t{swap_if(swap, rec[1])} * (nanos ? 1 : 1000);
+    r.timestamp_ns =
+        uint64_t{swap_if(swap, rec[0])} * 1'000'000'000 + uint64_t{swap_if(swap, rec[1])} * (nanos ? 1 : 1000);
     r.original_length = swap_if(swap, rec[3]);
     r.data.resize(captured);
     if (captured && std::fread(r.data.data(), captured, 1, f.get()) != 1) return fail("truncated record");

@@ -7,12 +7,12 @@
 
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "proto/packet_parser.h"
@@ -26,7 +26,9 @@ struct Region {
   uint32_t access = 0;
   bool remotely_invalidatable = false;
   bool valid = true;
-  [[nodiscard]] uint64_t addr(std::size_t offset = 0) const { return reinterpret_cast<uint64_t>(bytes.data() + offset); }
+  [[nodiscard]] uint64_t addr(std::size_t offset = 0) const {
+    return reinterpret_cast<uint64_t>(bytes.data() + offset);
+  }
 };
 
 struct WireFaults {
@@ -94,9 +96,7 @@ class SimEndpoint final : public RcEnv {
   }
   uint32_t receive_credits() override { return srq_ ? UINT32_MAX : static_cast<uint32_t>(rq_.size()); }
   uint32_t send_queue_tail() override { return sq_tail_; }
-  void complete_send(const Completion& c) override {
-    send_completions.push_back(c);
-  }
+  void complete_send(const Completion& c) override { send_completions.push_back(c); }
   void complete_receive(const Completion& c) override { recv_completions.push_back(c); }
   void flush_receives() override {
     for (const RecvWqe& r : rq_) {

@@ -299,8 +299,7 @@ TEST(RcTransport, MixedTrafficSurvivesAHostileWire) {
     ASSERT_EQ(done[i].status, CompletionStatus::kSuccess) << i;
   }
   EXPECT_EQ(net.b().recv_completions.size(), static_cast<std::size_t>(sends)) << "lost or duplicated deliveries";
-  for (std::size_t i = 0; i < net.b().recv_completions.size(); ++i)
-    EXPECT_EQ(net.b().recv_completions[i].context, i);
+  for (std::size_t i = 0; i < net.b().recv_completions.size(); ++i) EXPECT_EQ(net.b().recv_completions[i].context, i);
   EXPECT_EQ(*word, static_cast<uint64_t>(adds)) << "an atomic was applied twice or not at all";
   // Every READ fetched a prefix of sink[0, 8192), which nothing writes.
   EXPECT_TRUE(equal_bytes(sink, 0, readback, 0, longest_read));

@@ -44,9 +44,9 @@ int verify(const std::string& path) {
     const uint32_t wire = p.wire_icrc();
     const uint32_t computed = icrc_compute(frame.data() + p.l3_offset, p.icrc_offset - p.l3_offset, p.ip_version);
     const std::string_view status = parse_error_name(wire == computed ? ParseError::kOk : ParseError::kBadIcrc);
-    std::printf("%zu %.*s %.*s %08" PRIx32 " %08" PRIx32 " %u %u\n", i, static_cast<int>(status.size()),
-                status.data(), static_cast<int>(p.info->name.size()), p.info->name.data(), wire, computed,
-                unsigned{p.payload_length}, unsigned{p.pad_count});
+    std::printf("%zu %.*s %.*s %08" PRIx32 " %08" PRIx32 " %u %u\n", i, static_cast<int>(status.size()), status.data(),
+                static_cast<int>(p.info->name.size()), p.info->name.data(), wire, computed, unsigned{p.payload_length},
+                unsigned{p.pad_count});
   }
   return 0;
 }
@@ -94,7 +94,7 @@ PacketSpec make_spec(Opcode opcode, IpVersion version, bool vlan, std::size_t n)
   s.reth = {0x00007F0000001000 + n * 0x1000, RemoteToken{static_cast<uint32_t>(0x1234 + n)},
             static_cast<uint32_t>(info.operation == Operation::kRdmaReadRequest ? 8192 : 4096)};
   s.aeth.syndrome = info.operation == Operation::kAcknowledge ? kAckSyndromes[n % std::size(kAckSyndromes)]
-                                                             : static_cast<uint8_t>(n % 32);
+                                                              : static_cast<uint8_t>(n % 32);
   s.aeth.msn = Msn{static_cast<uint32_t>(n)};
   s.atomic_eth = {0x00007F0000002000 + n * 8, RemoteToken{0xABCD}, 0x0102030405060708 + n, 0xFFFFFFFF00000000};
   s.atomic_ack_original = 0x1122334455667788 ^ n;
