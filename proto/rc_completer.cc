@@ -7,6 +7,15 @@
 
 namespace uroce::proto {
 
+// Acknowledgement moves the oldest unacknowledged PSN forward. The highest PSN ever sent
+// (resend_limit_psn_, for go-back-N) must stay within 2^23 of the PSNs it is compared
+// with, so it moves along: outstanding PSNs are bounded far below 2^23, so after this
+// every comparison in sent_limit() is meaningful however long the QP runs.
+void RcQp::set_unacked(Psn psn) noexcept {
+  unacked_psn_ = psn;
+  if (is_after(psn, resend_limit_psn_)) resend_limit_psn_ = psn;
+}
+
 void RcQp::restart_timer() noexcept {
   const uint64_t timeout = ack_timeout_ns(attrs_.ack_timeout);
   retransmit_deadline_ns_ = timeout != 0 && has_outstanding() ? env_->now_ns() + timeout : 0;
@@ -44,12 +53,12 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
     }
     if (is_before(psn, pr.last_psn)) {  // part of a multi-packet message
       if (is_before(unacked_psn_, psn + 1)) {
-        unacked_psn_ = psn + 1;
+        set_unacked(psn + 1);
         progressed = true;
       }
       break;
     }
-    unacked_psn_ = pr.last_psn + 1;
+    set_unacked(pr.last_psn + 1);
     complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
     progressed = true;
   }
@@ -173,7 +182,7 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     return;
   }
   scatter(w, offset, p.payload());
-  unacked_psn_ = psn + 1;
+  set_unacked(psn + 1);
   retries_left_ = attrs_.retry_count;
   retry_pending_ = false;
   if (ends) {
@@ -202,7 +211,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   const uint64_t value = p.ext<AtomicAckEth>(ExtHeader::kAtomicAckEth).get(AtomicAckEth::original_data);
   std::memcpy(original, &value, sizeof original);  // host order in local memory, as verbs returns it
   scatter(w, 0, original);
-  unacked_psn_ = psn + 1;
+  set_unacked(psn + 1);
   if (sq_next_ == sq_oldest_) {
     ++sq_next_;
     next_psn_ = psn + 1;

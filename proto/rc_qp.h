@@ -136,6 +136,7 @@ class RcQp {
   void retry_or_fail(CompletionStatus exhausted) noexcept;
   void on_lost_response() noexcept;
   void restart_timer() noexcept;
+  void set_unacked(Psn psn) noexcept;
   void scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> data) noexcept;
 
   // --- responder (rc_responder.cc) ---

@@ -76,7 +76,7 @@ class Seq24 : public Quantity<Tag, uint32_t, 24> {
   constexpr Seq24& operator+=(uint32_t n) noexcept { return *this = *this + n; }
   constexpr Seq24& operator++() noexcept { return *this = *this + 1; }
 
-  // Signed distance a - b in (-2^23, 2^23]: shift the 24-bit difference into the
+  // Signed distance a - b in [-2^23, 2^23): shift the 24-bit difference into the
   // top of an int32 so its sign is the 24-bit sign (rocev2.md §4.2).
   friend constexpr int32_t distance(Seq24 a, Seq24 b) noexcept {
     return static_cast<int32_t>((a.value() - b.value()) << 8) >> 8;

@@ -153,6 +153,8 @@ int main(int argc, char** argv) {
         ++errors;
         std::fprintf(stderr, "receive %zu: payload differs\n", i);
       }
+      // Every receive lands in the same buffer: let the client send the next one only now.
+      write_file(args.exchange + "/checked." + std::to_string(i), "1");
     }
     wait_file(args.exchange + "/client.done");
     // The client's three FETCH_ADDs of 5 and its COMPARE_SWAP 1015 -> 7 (see below).
@@ -188,6 +190,7 @@ int main(int argc, char** argv) {
       me.post(me.send(proto::WorkOp::kSend, 0, n, 3));
       const auto c = me.wait_send_completion();
       if (!c || c->status != proto::CompletionStatus::kSuccess) ++errors;
+      if (wait_file(args.exchange + "/checked." + std::to_string(i)) != "1") ++errors;
     }
     for (int k = 0; k < 4; ++k) {
       auto atomic = me.send(k < 3 ? proto::WorkOp::kFetchAdd : proto::WorkOp::kCompareSwap, 64 + 8 * k, 8, 4);

@@ -228,8 +228,10 @@ class SimNetwork {
     return done();
   }
 
-  // Every frame each side sent so far, in order (for wire-level assertions).
+  // Every frame each side sent so far, in order (for wire-level assertions), unless
+  // keep_wire_log is off (long runs).
   std::vector<std::vector<uint8_t>> wire_log;
+  bool keep_wire_log = true;
 
  private:
   static PacketTemplate headers(uint32_t dest_qp, uint8_t src, uint8_t dst) {
@@ -266,7 +268,7 @@ class SimNetwork {
     std::vector<std::vector<uint8_t>> arriving;
     for (auto& f : frames) {
       ++frames_sent;
-      wire_log.push_back(f);
+      if (keep_wire_log) wire_log.push_back(f);
       const bool lost = u(rng_) < faults.loss;
       if (trace) print_frame(&from == &a_ ? "A->B" : "B->A", f, lost);
       if (lost) {

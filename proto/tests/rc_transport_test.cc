@@ -677,3 +677,38 @@ TEST(RcLocalOperations, UnsignaledSuccessIsSilentAndFenceWaitsForReads) {
 
 }  // namespace
 }  // namespace uroce::proto
+
+namespace uroce::proto {
+namespace {
+
+// A QP keeps working after more than 2^23 PSNs: the highest PSN sent must follow the
+// acknowledgements, or after half the sequence space every ACK looks like it is for a
+// PSN never sent (found by the bench: ACKs dropped after 8388608 packets).
+TEST(RcTransportLong, AcknowledgementsStillCountAfterTwoToTheTwentyThreePsns) {
+  testing::SimNetwork net(attrs(4096), 64);
+  net.keep_wire_log = false;
+  testing::Region& src = net.a().add_region(1 << 20, kAll);
+  testing::Region& dst = net.b().add_region(1 << 20, kAll);
+  // 1 MiB WRITEs at PMTU 4096 are 256 packets each: exactly 2^23 PSNs take 32768 of
+  // them, so the last ACK names the PSN just before the half-space boundary.
+  constexpr uint64_t kWrites = (1u << 23) / 256;
+  uint64_t posted = 0;
+  ASSERT_TRUE(net.run(
+      [&] {
+        while (posted < kWrites) {
+          SendWqe w = wqe(WorkOp::kRdmaWrite, src, 1 << 20, posted, posted + 1 == kWrites ? kWqeSignaled : 0);
+          w.remote_addr = dst.addr();
+          w.rkey = RemoteToken{dst.key};
+          if (!net.a().post_send(w)) break;
+          ++posted;
+        }
+        return !net.a().send_completions.empty();
+      },
+      100'000'000));
+  EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+  EXPECT_EQ(net.a().send_completions[0].context, kWrites - 1);
+  EXPECT_EQ(net.a().qp.counters().local_ack_timeout_err, 0u);
+}
+
+}  // namespace
+}  // namespace uroce::proto
