@@ -9,6 +9,7 @@
 // server receives and checks byte for byte, and runs FETCH_ADD and COMPARE_SWAP on a
 // word of the server's, which the server checks. Each side exits 0 only if everything
 // matched; the server prints its counters.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -149,7 +150,7 @@ int main(int argc, char** argv) {
       }
       std::vector<uint8_t> want(sizes[i]);
       fill_pattern(want, sizes[i], static_cast<uint32_t>(100 + i));
-      if (std::memcmp(me.buffer.data() + Player::kBufferSize / 2, want.data(), sizes[i]) != 0) {
+      if (!std::equal(want.begin(), want.end(), me.buffer.begin() + Player::kBufferSize / 2)) {
         ++errors;
         std::fprintf(stderr, "receive %zu: payload differs\n", i);
       }
