@@ -40,9 +40,13 @@
 #include "dataplane/dataplane.h"
 #include "dataplane/eal.h"
 #include "dataplane/rc_transport.h"
+#include "dataplane/tests/file_exchange.h"
 
 namespace uroce::bench {
 namespace {
+
+using uroce::dataplane::testing::wait_file;
+using uroce::dataplane::testing::write_file;
 
 using Clock = std::chrono::steady_clock;
 constexpr std::size_t kBufferSize = 2u << 20;
@@ -135,26 +139,6 @@ config::Config memif_config(const Options& o) {
   p.mtu = 4200;
   c.ports = {p};
   return c;
-}
-
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());  // readers never see half a file
-}
-
-std::optional<std::string> wait_file(const std::string& path, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = Clock::now() + timeout;
-  while (Clock::now() < deadline) {
-    std::ifstream in(path);
-    if (in) {
-      std::stringstream s;
-      s << in.rdbuf();
-      return s.str();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  return std::nullopt;
 }
 
 // Shutting down a memif pair: a process whose lcore still polls the port when the peer disconnects can crash in

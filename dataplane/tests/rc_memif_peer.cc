@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "dataplane/rc_transport.h"
+#include "dataplane/tests/file_exchange.h"
 #include "dataplane/tests/rc_players.h"
 
 using namespace uroce;
@@ -73,26 +74,6 @@ config::Config memif_config(const Args& a) {
   return c;
 }
 
-void write_file(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  std::ofstream(tmp) << text;
-  std::rename(tmp.c_str(), path.c_str());  // readers never see half a file
-}
-
-std::string wait_file(const std::string& path, std::chrono::seconds timeout = std::chrono::seconds(60)) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    std::ifstream in(path);
-    if (in) {
-      std::stringstream s;
-      s << in.rdbuf();
-      return s.str();
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return {};
-}
-
 int fail(const std::string& what) {
   std::fprintf(stderr, "rc_memif_peer: %s\n", what.c_str());
   return 1;
@@ -116,7 +97,7 @@ int main(int argc, char** argv) {
                                              std::to_string(me.remote_addr(0)) + " " +
                                              std::to_string(me.rkey().value()) + " " +
                                              std::to_string(reinterpret_cast<uint64_t>(me.word())));
-  std::istringstream info(wait_file(args.exchange + "/" + peer));
+  std::istringstream info(wait_file(args.exchange + "/" + peer).value_or(""));
   uint32_t peer_qpn = 0, peer_psn = 0, peer_rkey = 0;
   uint64_t peer_addr = 0, peer_word = 0;
   if (!(info >> peer_qpn >> peer_psn >> peer_addr >> peer_rkey >> peer_word)) return fail("no peer information");
@@ -157,7 +138,7 @@ int main(int argc, char** argv) {
       // Every receive lands in the same buffer: let the client send the next one only now.
       write_file(args.exchange + "/checked." + std::to_string(i), "1");
     }
-    wait_file(args.exchange + "/client.done");
+    (void)wait_file(args.exchange + "/client.done");
     // The client's three FETCH_ADDs of 5 and its COMPARE_SWAP 1015 -> 7 (see below).
     if (*me.word() != 7) {
       ++errors;
@@ -209,7 +190,7 @@ int main(int argc, char** argv) {
       }
     }
     write_file(args.exchange + "/client.done", std::to_string(errors));
-    const std::string server_errors = wait_file(args.exchange + "/server.done");
+    const std::string server_errors = wait_file(args.exchange + "/server.done").value_or("timed out");
     if (server_errors != "0") ++errors;
   }
   // Both sides are idle now: stop in order (memif misbehaves if a peer vanishes mid-burst).
