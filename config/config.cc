@@ -725,6 +725,69 @@ LoadResult one_error(std::string key, std::string message) {
   return result;
 }
 
+// The element of a list that a selector names: an index ("0"), or the value of its `name` key ("veth").
+std::optional<std::size_t> find_element(const YAML::Node& list, const std::string& selector) {
+  if (!list.IsSequence()) return std::nullopt;
+  const std::optional<ParsedInteger> index = parse_integer(selector);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const YAML::Node element = list[i];
+    const bool match = index ? (!index->negative && index->magnitude == i)
+                             : (element.IsMap() && element["name"] && element["name"].IsScalar() &&
+                                element["name"].Scalar() == selector);
+    if (match) return i;
+  }
+  return std::nullopt;
+}
+
+// Walks `key` from the root, adding missing map keys, and sets the node it names to `value` (YAML text).
+// Returns an error message, or nothing when the override applied.
+std::optional<std::string> apply_override(YAML::Node root, const Override& o) {
+  std::string_view rest = o.key;
+  YAML::Node node;
+  node.reset(root);
+  if (rest.empty()) return "is empty: give a key like rdma.path_mtu or ports[0].device";
+  while (!rest.empty()) {
+    const std::size_t end = rest.find_first_of(".[");
+    const std::string_view name = rest.substr(0, end);
+    rest.remove_prefix(end == std::string_view::npos ? rest.size() : end);
+    if (name.empty()) return "has an empty name before '" + std::string(rest.substr(0, 1)) + "'";
+    if (node.IsDefined() && !node.IsNull() && !node.IsMap()) {
+      return "cannot take '" + std::string(name) + "': what holds it is " + describe_node(node) + ", not a map";
+    }
+    node.reset(node[std::string(name)]);
+    while (!rest.empty() && rest.front() == '[') {
+      const std::size_t close = rest.find(']');
+      if (close == std::string_view::npos) return "has a '[' without its ']'";
+      const std::string selector(rest.substr(1, close - 1));
+      rest.remove_prefix(close + 1);
+      if (!node.IsSequence()) return "'" + std::string(name) + "' is " + describe_node(node) + ", not a list";
+      const std::optional<std::size_t> found = find_element(node, selector);
+      if (!found) {
+        return "'" + std::string(name) + "' has no element " + (parse_integer(selector) ? "" : "named ") + "'" +
+               selector + "' (it has " + std::to_string(node.size()) + ")";
+      }
+      node.reset(node[*found]);
+    }
+    if (!rest.empty()) {
+      if (rest.front() != '.') return "expected '.' or '[' at '" + std::string(rest) + "'";
+      rest.remove_prefix(1);
+      if (rest.empty()) return "ends with '.'";
+    }
+  }
+  node = YAML::Load(o.value);
+  return std::nullopt;
+}
+
+// Keeps the one port `selector` names (an index or a name).
+std::optional<std::string> keep_only_port(YAML::Node root, const std::string& selector) {
+  const std::optional<std::size_t> found = find_element(root["ports"], selector);
+  if (!found) return "has no port " + std::string(parse_integer(selector) ? "" : "named ") + "'" + selector + "'";
+  YAML::Node kept(YAML::NodeType::Sequence);
+  kept.push_back(root["ports"][*found]);
+  root["ports"] = kept;
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string LoadResult::describe(std::string_view source) const {
@@ -735,13 +798,27 @@ std::string LoadResult::describe(std::string_view source) const {
   return out;
 }
 
-LoadResult load_config(std::string_view yaml_text) {
+LoadResult load_config(std::string_view yaml_text, const LoadOptions& options) {
   try {
     std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml_text));
     if (documents.size() > 1) {
       return one_error("<yaml>", "must hold one YAML document, got " + std::to_string(documents.size()));
     }
-    const YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    YAML::Node root = documents.empty() ? YAML::Node() : documents.front();
+    if (!options.overrides.empty() || !options.only_port.empty()) {
+      if (!root.IsDefined() || root.IsNull()) root = YAML::Node(YAML::NodeType::Map);
+      if (!root.IsMap()) return one_error(std::string(kDocumentKey), "must be a map, got " + describe_node(root));
+      for (const Override& o : options.overrides) {
+        try {
+          if (const auto error = apply_override(root, o)) return one_error(o.key, "(override) " + *error);
+        } catch (const YAML::Exception& e) {
+          return one_error(o.key, "(override) the value '" + o.value + "' is not YAML: " + e.msg);
+        }
+      }
+      if (!options.only_port.empty()) {
+        if (const auto error = keep_only_port(root, options.only_port)) return one_error("ports", *error);
+      }
+    }
     Reader r;
     Config config;
     read_map(r, root, "", kTopFields, config);
@@ -760,7 +837,7 @@ LoadResult load_config(std::string_view yaml_text) {
   }
 }
 
-LoadResult load_config_file(const std::string& path) {
+LoadResult load_config_file(const std::string& path, const LoadOptions& options) {
   std::FILE* file = std::fopen(path.c_str(), "rb");
   if (file == nullptr) {
     return one_error("<file>", "cannot read '" + path + "': " + std::generic_category().message(errno));
@@ -772,7 +849,7 @@ LoadResult load_config_file(const std::string& path) {
   const int error = std::ferror(file) ? (errno != 0 ? errno : EIO) : 0;
   std::fclose(file);
   if (error != 0) return one_error("<file>", "cannot read '" + path + "': " + std::generic_category().message(error));
-  return load_config(text);
+  return load_config(text, options);
 }
 
 std::string_view embedded_default_yaml() { return kEmbeddedDefaultYaml; }

@@ -108,9 +108,23 @@ struct LoadResult {
   [[nodiscard]] std::string describe(std::string_view source) const;  // one "source: key: message" line each
 };
 
+// A setting given on a command line, applied to the YAML before it is read, so it is checked like the file.
+//   key:   the path as error messages spell it, with a port named or numbered: "rdma.path_mtu",
+//          "ports[0].device", "ports[veth].addresses". A map key that is missing is added.
+//   value: YAML text: a scalar ("4096", "net_af_packet0,iface=uroce0") or a flow list ("[198.18.0.100/24]").
+struct Override {
+  std::string key;
+  std::string value;
+};
+
+struct LoadOptions {
+  std::vector<Override> overrides;  // applied in order
+  std::string only_port;            // non-empty: keep only the port it names ("0" or "veth"), for a one-port tool
+};
+
 // Parses and validates. Unknown keys are errors (a typo must not silently fall back to a default).
-[[nodiscard]] LoadResult load_config(std::string_view yaml_text);
-[[nodiscard]] LoadResult load_config_file(const std::string& path);
+[[nodiscard]] LoadResult load_config(std::string_view yaml_text, const LoadOptions& options = {});
+[[nodiscard]] LoadResult load_config_file(const std::string& path, const LoadOptions& options = {});
 
 // The configuration compiled into every binary: default.yaml.
 [[nodiscard]] std::string_view embedded_default_yaml();

@@ -733,5 +733,78 @@ TEST(Config, DescribeWritesOneLinePerError) {
   EXPECT_EQ(load_config("ports: []").describe("cfg"), "cfg: ports: at least one port is required, got none\n");
 }
 
+TEST(ConfigOverride, SetsScalarsListsAndNewKeysAndIsValidatedLikeTheFile) {
+  LoadOptions options;
+  options.overrides = {{"rdma.path_mtu", "1024"},
+                       {"ports[p0].device", "net_af_packet0,iface=uroce0,framesz=4608"},
+                       {"ports[0].addresses", "[198.18.0.100/24, fd00::5/64]"},
+                       {"faults.loss", "0.25"},  // a section the document does not have
+                       {"eal.lcores", "[3]"}};
+  const LoadResult result = load_config(doc("rdma: {path_mtu: 4096}"), options);
+  ASSERT_THAT(result.errors, IsEmpty());
+  const Config& c = *result.config;
+  EXPECT_EQ(c.rdma.path_mtu, 1024);
+  EXPECT_EQ(c.ports[0].device, "net_af_packet0,iface=uroce0,framesz=4608");
+  ASSERT_EQ(c.ports[0].addresses.size(), 2u);
+  EXPECT_EQ(c.ports[0].addresses[0].prefix_length, 24);
+  EXPECT_TRUE(c.ports[0].addresses[1].is_v6);
+  EXPECT_EQ(c.faults.loss, 0.25);
+  EXPECT_THAT(c.eal.lcores, ElementsAre(3u));
+}
+
+TEST(ConfigOverride, BadValuesAreTheLoadersErrorsAtTheirKey) {
+  LoadOptions options;
+  options.overrides = {{"rdma.path_mtu", "1000"}, {"rdma.ack_timout", "3"}};
+  EXPECT_THAT(load_config(doc(""), options).errors,
+              ElementsAre(is_error("rdma.path_mtu", "must be one of"), is_error("rdma.ack_timout", "unknown key")));
+}
+
+TEST(ConfigOverride, MalformedKeysAreClearErrors) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"", "is empty"},
+      {"rdma.", "ends with '.'"},
+      {"rdma..x", "empty name"},
+      {"ports[p9].mtu", "'ports' has no element named 'p9' (it has 1)"},
+      {"ports[4].mtu", "'ports' has no element '4'"},
+      {"ports[0.mtu", "without its ']'"},
+      {"rdma[0]", "not a list"},
+      {"ports[0]x", "expected '.' or '['"},
+      {"rdma.path_mtu.x", "not a map"},
+  };
+  for (const auto& [key, message] : cases) {
+    LoadOptions options;
+    options.overrides = {{key, "1"}};
+    EXPECT_THAT(load_config(doc("rdma: {path_mtu: 4096}"), options).errors,
+                ElementsAre(AllOf(is_error(key, "(override) "), is_error(key, message))))
+        << key;
+  }
+  LoadOptions options;
+  options.overrides = {{"rdma.path_mtu", "[1, 2"}};
+  EXPECT_THAT(load_config(doc(""), options).errors, ElementsAre(is_error("rdma.path_mtu", "is not YAML")));
+}
+
+TEST(ConfigOverride, OnlyPortKeepsTheNamedPortAfterTheOverrides) {
+  // The default's two ports share one ring link; a one-port tool moves its port to a device and drops the other.
+  LoadOptions options;
+  options.overrides = {{"ports[b].device", "net_null0"}};
+  options.only_port = "b";
+  const LoadResult result = load_config(embedded_default_yaml(), options);
+  ASSERT_THAT(result.errors, IsEmpty());
+  ASSERT_EQ(result.config->ports.size(), 1u);
+  EXPECT_EQ(result.config->ports[0].name, "b");
+  EXPECT_EQ(result.config->ports[0].device, "net_null0");
+  options.only_port = "c";
+  EXPECT_THAT(load_config(embedded_default_yaml(), options).errors,
+              ElementsAre(is_error("ports", "no port named 'c'")));
+  options.overrides.clear();
+  EXPECT_THAT(load_config("", options).errors, ElementsAre(is_error("ports", "no port named 'c'")));
+  options.overrides = {{"ports[1].device", "net_null0"}};
+  options.only_port = "1";  // or by index
+  ASSERT_THAT(load_config(embedded_default_yaml(), options).errors, IsEmpty());
+  EXPECT_EQ(load_config(embedded_default_yaml(), options).config->ports[0].name, "b");
+  options.only_port = "2";
+  EXPECT_THAT(load_config(embedded_default_yaml(), options).errors, ElementsAre(is_error("ports", "no port '2'")));
+}
+
 }  // namespace
 }  // namespace uroce::config
