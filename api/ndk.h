@@ -192,6 +192,8 @@ struct UroceConnectAttributes {
   std::optional<uint8_t> RetryCount;
   std::optional<uint8_t> RnrRetry;  // 7 = infinite
   std::optional<uint8_t> MinRnrTimer;
+  uint8_t HopLimit = 64;     // IP TTL / IPv6 hop limit (what a kernel verbs peer puts on the wire, rocev2.md §1.2)
+  uint8_t TrafficClass = 0;  // IPv4 TOS / IPv6 traffic class: DSCP << 2 | ECN
 };
 
 // NDK_QP_DISPATCH. One thread at a time posts to the initiator queue and one to the receive queue (they may

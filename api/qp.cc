@@ -216,7 +216,8 @@ NTSTATUS QpImpl::UroceConnect(const UroceConnectAttributes& a, RequestCompletion
   const uint32_t ord = a.OutboundReadLimit != 0 ? a.OutboundReadLimit : adapter_.info().MaxOutboundReadLimit;
   if (!is_valid_path_mtu(mtu) || ird > adapter_.info().MaxInboundReadLimit ||
       ord > adapter_.info().MaxOutboundReadLimit || a.AckTimeout.value_or(0) > 31 || a.RetryCount.value_or(0) > 7 ||
-      a.RnrRetry.value_or(0) > 7 || a.MinRnrTimer.value_or(0) > 31)
+      a.RnrRetry.value_or(0) > 7 || a.MinRnrTimer.value_or(0) > 31 ||
+      a.HopLimit == 0)  // RFC 1122 3.2.1.7: a host must not send a datagram with TTL 0
     return STATUS_INVALID_PARAMETER;
   const std::optional<dataplane::PortIndex> port = port_for(adapter_.config(), local, remote->is_v6);
   if (!port) return STATUS_INVALID_ADDRESS;
@@ -229,6 +230,8 @@ NTSTATUS QpImpl::UroceConnect(const UroceConnectAttributes& a, RequestCompletion
   peer.ip = *remote;
   if (a.RemoteMac) peer.mac = dataplane::mac_from_bytes(a.RemoteMac->data());
   peer.path_mtu = mtu;
+  peer.hop_limit = a.HopLimit;
+  peer.traffic_class = a.TrafficClass;
   peer.max_dest_rd_atomic = static_cast<uint8_t>(ord);  // agreed out of band: at most the peer's IRD
   peer.local_port = *port;
   proto::RcQpAttributes attrs;

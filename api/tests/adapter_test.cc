@@ -285,6 +285,7 @@ TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
   EXPECT_EQ(connect_with([](auto& x) { x.PathMtu = 1500; }), STATUS_INVALID_PARAMETER);
   EXPECT_EQ(connect_with([](auto& x) { x.InboundReadLimit = 1000; }), STATUS_INVALID_PARAMETER);
   EXPECT_EQ(connect_with([](auto& x) { x.RetryCount = 8; }), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(connect_with([](auto& x) { x.HopLimit = 0; }), STATUS_INVALID_PARAMETER);
   EXPECT_EQ(connect_with([&](auto& x) { x.LocalAddress = reinterpret_cast<const sockaddr*>(&elsewhere); }),
             STATUS_INVALID_ADDRESS);
 

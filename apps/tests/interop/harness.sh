@@ -1,0 +1,125 @@
+# shellcheck shell=bash
+# Shared by the interop scripts (sourced, not run): the rxe-peer harness (shared/tools/rxe-peer) with guest g1
+# running Linux rdma_rxe, a veth that puts uroce on the harness's bridge, and the capture check.
+#
+#   guest g1 198.18.0.2 (rxe0) -- rxetap1 --+
+#                                             rxebr0 198.18.0.1 (the namespace's kernel: TCP exchanges)
+#   uroce 198.18.0.100 -- uroce0 == uroce0br -+
+#
+# uroce0 is a veth whose bridge end is enslaved to rxebr0; uroce drives it with net_af_packet (UROCE_DEVICE) and
+# answers ARP for 198.18.0.100 itself (uroce0 has no address and ARP off, so the namespace's kernel never
+# answers for it). The out-of-band TCP exchanges run between the guest and a kernel socket of the namespace
+# (HOST_TCP); the RoCE GID uroce announces is ::ffff:198.18.0.100.
+#
+# Before sourcing, set HARNESS_PROJECT (the project root). Optional environment:
+#   RXE_PEER_TOOLS          the harness (default: <project>/../shared/tools/rxe-peer)
+#   INTEROP_OUT             where logs and captures go (default: a new /tmp/uroce-interop.XXXXXX)
+#   INTEROP_KEEP_HARNESS=1  leave a harness this script started running at the end
+# A harness that was already running with the right MTU is reused and left running; one this script started
+# (or restarted for another MTU) is stopped by harness_cleanup.
+
+TOOLS=${RXE_PEER_TOOLS:-$HARNESS_PROJECT/../shared/tools/rxe-peer}
+OUT=${INTEROP_OUT:-$(mktemp -d /tmp/uroce-interop.XXXXXX)}
+NS=rxepeer
+BR=rxebr0
+HOST_TCP=198.18.0.1
+GUEST=198.18.0.2
+UROCE_IP=198.18.0.100
+# framesz/blocksz and the mbuf data room: config/examples/af-packet-rxe-peer.yaml explains them.
+UROCE_DEVICE=net_af_packet0,iface=uroce0,framesz=4608,blocksz=36864
+# The uroce tools' configuration options for this topology (apps/common/tool_setup.h).
+UROCE_CONFIG_ARGS=(--device "$UROCE_DEVICE" --ip "$UROCE_IP/24" --lcores 0
+  --set engine.mbuf_data_room=4736)
+CHECK_CAPTURE=$HARNESS_PROJECT/apps/tests/interop/check_capture.py
+TSHARK=$(command -v tshark || true)
+HARNESS_STATUS_FILE=${RXE_PEER_DIR:-/var/tmp/rxe-peer}/run/g1/share/status
+harness_started=0
+
+mkdir -p "$OUT"
+log() { printf '[interop %(%T)T] %s\n' -1 "$*"; }
+
+# Exits 77 (meson's "skipped") when this machine cannot run the harness at all.
+harness_require() {
+  [ "$(id -u)" = 0 ] || { log "needs root"; exit 77; }
+  [ -x "$TOOLS/start.sh" ] || { log "no rxe-peer harness at $TOOLS"; exit 77; }
+}
+
+harness_cleanup() {
+  "$TOOLS/capture.sh" stop >/dev/null 2>&1 || true
+  ip -n "$NS" link del uroce0 >/dev/null 2>&1 || true
+  if [ "$harness_started" = 1 ] && [ "${INTEROP_KEEP_HARNESS:-0}" != 1 ]; then
+    log "stopping the harness"
+    "$TOOLS/stop.sh" >"$OUT/stop.log" 2>&1 || true
+  fi
+}
+
+harness_mtu() {  # the guest's rxe active MTU, or empty when the harness is not up
+  ip netns list 2>/dev/null | grep -qw "$NS" || return 0
+  grep -q '^READY' "$HARNESS_STATUS_FILE" 2>/dev/null || return 0
+  sed -n 's/.*active_mtu=\([0-9]*\).*/\1/p' "$HARNESS_STATUS_FILE"
+}
+
+# Brings the harness up with guest g1 at an rxe active MTU that carries `pmtu`, and plugs uroce0 in.
+harness_for() {
+  local pmtu=$1 link_mtu=1500 want=1024 have
+  if [ "$pmtu" -gt 1024 ]; then link_mtu=4200; want=4096; fi
+  have=$(harness_mtu)
+  if [ -n "$have" ] && [ "$have" -ge "$want" ] && { [ "$want" = 4096 ] || [ "$have" = 1024 ]; }; then
+    log "harness up, rxe active MTU $have: reusing it"
+  else
+    if ip netns list 2>/dev/null | grep -qw "$NS"; then
+      log "harness up with rxe MTU ${have:-?}: restarting it with RXE_PEER_MTU=$link_mtu"
+      ip -n "$NS" link del uroce0 >/dev/null 2>&1 || true
+      "$TOOLS/stop.sh" >>"$OUT/stop.log" 2>&1 || true
+    fi
+    log "building (if needed) and starting the harness: RXE_PEER_MTU=$link_mtu start.sh 1"
+    local t0=$SECONDS
+    "$TOOLS/build.sh" >"$OUT/build.log" 2>&1 || { log "build.sh failed (see $OUT/build.log)"; return 1; }
+    RXE_PEER_MTU=$link_mtu "$TOOLS/start.sh" 1 >"$OUT/start-$link_mtu.log" 2>&1 ||
+      { log "start.sh failed (see $OUT/start-$link_mtu.log)"; tail -5 "$OUT/start-$link_mtu.log"; return 1; }
+    harness_started=1
+    log "harness ready after $((SECONDS - t0)) s: $(cat "$HARNESS_STATUS_FILE")"
+  fi
+  harness_plug_uroce
+}
+
+harness_plug_uroce() {
+  ip -n "$NS" link del uroce0 >/dev/null 2>&1 || true
+  # Pin the bridge's MAC first: enslaving a port with a lower MAC would otherwise change it under the guest's
+  # ARP entry for 198.18.0.1.
+  local brmac
+  brmac=$(ip -n "$NS" -br link show "$BR" | awk '{print $3}')
+  ip -n "$NS" link set "$BR" address "$brmac"
+  ip -n "$NS" link add uroce0 mtu 4200 type veth peer name uroce0br mtu 4200 &&
+    ip -n "$NS" link set uroce0br master "$BR" &&
+    ip -n "$NS" link set uroce0 arp off &&
+    ip netns exec "$NS" sysctl -qw net.ipv6.conf.uroce0.disable_ipv6=1 &&
+    ip netns exec "$NS" sysctl -qw net.ipv6.conf.uroce0br.disable_ipv6=1 &&
+    ip -n "$NS" link set uroce0 up && ip -n "$NS" link set uroce0br up || { log "veth setup failed"; return 1; }
+  # Forget the uroce MAC a previous run (another QP, same IP) may have left in the guest: ARP again.
+  "$TOOLS/exec.sh" g1 "ip neigh flush to $UROCE_IP" >/dev/null 2>&1 || true
+}
+
+# Checks a capture: check_capture.py (every field a receiver validates, ICRC recomputed; extra arguments go to
+# it) and, when tshark is installed, that every RoCE frame dissects as InfiniBand without errors. Wireshark also
+# tries heuristic dissectors (RPC-over-RDMA, an Ethertype, ...) on SEND payloads, which misfire on arbitrary data:
+# errors inside such a payload dissector are not the transport's, so only frames whose dissection ends in the IB
+# layers (or plain data) count; the others are reported as "heur".
+# Writes NAME.check.log; sets CHECK_NOTES (a summary) and returns non-zero on any failure.
+check_capture() {
+  local pcap=$1 pmtu=$2 name=$3
+  shift 3
+  local rc=0
+  CHECK_NOTES=""
+  python3 "$CHECK_CAPTURE" "$pcap" --pmtu "$pmtu" "$@" >"$OUT/$name.check.log" 2>&1 || rc=1
+  if [ -n "$TSHARK" ]; then
+    local ib malformed heur roce
+    ib=$("$TSHARK" -r "$pcap" -Y infiniband 2>/dev/null | wc -l)
+    malformed=$("$TSHARK" -r "$pcap" -Y '(_ws.malformed || _ws.expert.severity == error) && frame.protocols matches "infiniband(:data)?$"' 2>/dev/null | wc -l)
+    heur=$("$TSHARK" -r "$pcap" -Y 'infiniband && !(frame.protocols matches "infiniband(:data)?$")' 2>/dev/null | wc -l)
+    roce=$(grep -o '^[^:]*: [0-9]* RoCE' "$OUT/$name.check.log" | awk '{print $2}')
+    CHECK_NOTES+=" tshark:${ib}ib/${malformed}bad/${heur}heur"
+    { [ "$ib" -gt 0 ] && [ "$malformed" = 0 ] && [ "$ib" = "$roce" ]; } || rc=1
+  fi
+  return $rc
+}
