@@ -109,11 +109,11 @@ uint64_t RcQueuePair::now_ns() {
 }
 
 uint8_t* RcQueuePair::resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd, true);
+  return engine_.memory().resolve(local_keys_, token.value(), addr, length, access, setup_.pd, true);
 }
 
 uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(token.value(), addr, length, access, setup_.pd);
+  return engine_.memory().resolve(remote_keys_, token.value(), addr, length, access, setup_.pd);
 }
 
 bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {

@@ -137,6 +137,9 @@ class RcQueuePair final : public proto::RcEnv {
   EngineContext* ctx_ = nullptr;  // set while the engine runs this QP
   rte_mbuf* tx_mbuf_ = nullptr;
   proto::RecvWqe popped_{};
+  // The last region each side resolved (engine only): WQEs and WRITEs usually name the same key again.
+  MemoryTable::ResolveCache local_keys_;
+  MemoryTable::ResolveCache remote_keys_;
   uint32_t published_sq_head_ = 0;
   proto::RcCounters synced_{};           // what sync_counters() last added to the engine's counters
   bool flushed_before_connect_ = false;  // engine only
