@@ -22,6 +22,21 @@ Crc32Fn function_of(Crc32Impl impl) noexcept {
   return crc32_internal::crc32_portable;
 }
 
+using Crc32ConcatFn = uint32_t (*)(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                                   std::size_t tail_len) noexcept;
+
+Crc32ConcatFn concat_function_of(Crc32Impl impl) noexcept {
+  switch (impl) {
+    case Crc32Impl::kVpclmul:
+      return crc32_internal::crc32_vpclmul_concat;
+    case Crc32Impl::kPclmul:
+      return crc32_internal::crc32_pclmul_concat;
+    case Crc32Impl::kPortable:
+      break;
+  }
+  return crc32_internal::crc32_portable_concat;
+}
+
 Crc32Impl best_impl() noexcept {
   for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul}) {
     if (crc32_impl_supported(impl)) return impl;
@@ -44,6 +59,19 @@ uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexce
   return fn(crc, data, len);
 }
 
+uint32_t resolve_and_run_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                                std::size_t tail_len) noexcept;
+
+// The same for crc32_ieee_concat.
+constinit std::atomic<Crc32ConcatFn> active_concat_fn{&resolve_and_run_concat};
+
+uint32_t resolve_and_run_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                                std::size_t tail_len) noexcept {
+  const Crc32ConcatFn fn = concat_function_of(best_impl());
+  active_concat_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, head, head_len, tail, tail_len);
+}
+
 }  // namespace
 
 uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept {
@@ -52,6 +80,16 @@ uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept {
 
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept {
   return function_of(impl)(crc, data, len);
+}
+
+uint32_t crc32_ieee_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                           std::size_t tail_len) noexcept {
+  return active_concat_fn.load(std::memory_order_relaxed)(crc, head, head_len, tail, tail_len);
+}
+
+uint32_t crc32_ieee_concat_with(Crc32Impl impl, uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                                std::size_t tail_len) noexcept {
+  return concat_function_of(impl)(crc, head, head_len, tail, tail_len);
 }
 
 bool crc32_impl_supported(Crc32Impl impl) noexcept {

@@ -22,9 +22,20 @@ enum class Crc32Impl : uint8_t { kPortable, kPclmul, kVpclmul };
 // (0 to start). Uses the fastest implementation this CPU supports.
 uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept;
 
+// The CRC of `head` followed by `tail`, continuing from `crc`: the value of
+// crc32_ieee(crc32_ieee(crc, head, head_len), tail, tail_len), in one pass (one fold chain and
+// one final reduction instead of two). For headers assembled apart from the rest of a packet
+// (the ICRC's masked headers).
+// Preconditions: head_len is a non-zero multiple of 16; the 16 bytes that end at
+// tail + tail_len are readable (the tail lies inside a packet): a short last block is loaded whole.
+uint32_t crc32_ieee_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                           std::size_t tail_len) noexcept;
+
 // The same with a chosen implementation; for tests and benchmarks.
 // Precondition: crc32_impl_supported(impl).
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept;
+uint32_t crc32_ieee_concat_with(Crc32Impl impl, uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                                std::size_t tail_len) noexcept;
 
 [[nodiscard]] bool crc32_impl_supported(Crc32Impl impl) noexcept;
 [[nodiscard]] Crc32Impl crc32_active_impl() noexcept;

@@ -3,7 +3,8 @@
 //
 // Four independent 128-bit accumulators each jump 512 bits ahead per 64-byte step (so the
 // multiplies of one step overlap), then merge into one, absorb the rest 16 bytes at a time,
-// and reduce to 32 bits. The math is in crc32_internal.h.
+// and reduce to 32 bits. The math is in crc32_internal.h. The concatenating form folds its
+// head 16 bytes at a time and goes on into the tail with the same chain.
 #include <cstddef>
 #include <cstdint>
 
@@ -12,19 +13,17 @@
 #include "proto/crc32_internal.h"
 
 namespace uroce::proto::crc32_internal {
+namespace {
 
-uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept {
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (len < 16) return ~portable_update(~crc, p, len);
-  const uint8_t* const end = p + len;
-
-  __m128i x0 = first_block(p, crc);
-  p += 16;
-  if (len >= 64) {
-    __m128i x1 = load_block(p);
-    __m128i x2 = load_block(p + 16);
-    __m128i x3 = load_block(p + 32);
-    p += 48;
+// Absorbs [p, end) into `x0`, the folded state of the message before p (at least 16 bytes), and
+// returns the CRC: four accumulators while 64 bytes remain, then one.
+uint32_t fold_on(__m128i x0, const uint8_t* p, const uint8_t* const end) noexcept {
+  if (end - p >= 64) {
+    x0 = _mm_xor_si128(fold(x0, fold_pair(kFold128Hi, kFold128Lo)), load_block(p));
+    __m128i x1 = load_block(p + 16);
+    __m128i x2 = load_block(p + 32);
+    __m128i x3 = load_block(p + 48);
+    p += 64;
     const __m128i k512 = fold_pair(kFold512Hi, kFold512Lo);
     while (end - p >= 64) {
       x0 = _mm_xor_si128(fold(x0, k512), load_block(p));
@@ -40,6 +39,20 @@ uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept 
     x0 = _mm_xor_si128(a, b);
   }
   return finish(x0, p, end);
+}
+
+}  // namespace
+
+uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (len < 16) return ~portable_update(~crc, p, len);
+  return fold_on(first_block(p, crc), p + 16, p + len);
+}
+
+uint32_t crc32_pclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                             std::size_t tail_len) noexcept {
+  const auto* t = static_cast<const uint8_t*>(tail);
+  return fold_on(fold_head(static_cast<const uint8_t*>(head), head_len, crc), t, t + tail_len);
 }
 
 }  // namespace uroce::proto::crc32_internal

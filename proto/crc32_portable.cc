@@ -55,4 +55,10 @@ uint32_t crc32_portable(uint32_t crc, const void* data, std::size_t len) noexcep
   return ~portable_update(~crc, static_cast<const uint8_t*>(data), len);
 }
 
+uint32_t crc32_portable_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                               std::size_t tail_len) noexcept {
+  const uint32_t state = portable_update(~crc, static_cast<const uint8_t*>(head), head_len);
+  return ~portable_update(state, static_cast<const uint8_t*>(tail), tail_len);
+}
+
 }  // namespace uroce::proto::crc32_internal

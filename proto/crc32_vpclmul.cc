@@ -52,20 +52,10 @@ inline __m128i merge_lanes(__m512i acc) noexcept {
   return _mm_xor_si128(_mm256_castsi256_si128(half), _mm256_extracti128_si256(half, 1));
 }
 
-}  // namespace
-
-uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept {
-  const auto* p = static_cast<const uint8_t*>(data);
-  if (len < 16) return ~portable_update(~crc, p, len);
-  const uint8_t* const end = p + len;
-  if (len < 64) {
-    const __m128i x = first_block(p, crc);
-    return finish(x, p + 16, end);
-  }
-
-  __m512i z0 = _mm512_xor_si512(load_wide(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
-  p += 64;
-  if (len >= 256) {
+// Absorbs [p, end) into `z0`, whose four lanes hold the folded state of the 64 bytes before p
+// (lane 0 carrying everything earlier), and returns the CRC.
+uint32_t fold_wide_on(__m512i z0, const uint8_t* p, const uint8_t* const end) noexcept {
+  if (end - p >= 192) {
     __m512i z1 = load_wide(p);
     __m512i z2 = load_wide(p + 64);
     __m512i z3 = load_wide(p + 128);
@@ -89,6 +79,29 @@ uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept
     p += 64;
   }
   return finish(merge_lanes(z0), p, end);
+}
+
+}  // namespace
+
+uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  if (len < 16) return ~portable_update(~crc, p, len);
+  const uint8_t* const end = p + len;
+  if (len < 64) return finish(first_block(p, crc), p + 16, end);
+  const __m512i z0 = _mm512_xor_si512(load_wide(p), _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc))));
+  return fold_wide_on(z0, p + 64, end);
+}
+
+uint32_t crc32_vpclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
+                              std::size_t tail_len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(tail);
+  const uint8_t* const end = p + tail_len;
+  const __m128i x0 = fold_head(static_cast<const uint8_t*>(head), head_len, crc);
+  if (tail_len < 64) return finish(x0, p, end);
+  // The head's state moves one block on, into lane 0 of the first wide block of the tail.
+  const __m512i z0 =
+      _mm512_xor_si512(load_wide(p), _mm512_zextsi128_si512(fold(x0, fold_pair(kFold128Hi, kFold128Lo))));
+  return fold_wide_on(z0, p + 64, end);
 }
 
 }  // namespace uroce::proto::crc32_internal

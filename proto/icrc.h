@@ -21,6 +21,10 @@ enum class IpVersion : uint8_t { kV4 = 4, kV6 = 6 };
 // register at that point is 0xDEBB20E3, the constant rxe uses.)
 inline constexpr uint32_t kIcrcSeed = 0x2144DF1C;
 
+// Both functions read the 8 bytes before `l3` (the end of the Ethernet header, which the ICRC
+// replaces with ones): the headers are taken in 16-byte blocks from there. Precondition for
+// both: `l3` lies at least 8 bytes into a frame.
+
 // The CRC state after the seed and the masked IP, UDP and BTH headers that start
 // at `l3`. Continue it over the rest of the packet with crc32_ieee(); the result
 // after the last byte before the ICRC is the ICRC. This is the incremental form for
@@ -28,7 +32,8 @@ inline constexpr uint32_t kIcrcSeed = 0x2144DF1C;
 uint32_t icrc_headers(const uint8_t* l3, IpVersion version) noexcept;
 
 // The ICRC of a contiguous packet: `l3` is the IP header and `length` counts the
-// bytes from it up to (not including) the ICRC field.
+// bytes from it up to (not including) the ICRC field. One CRC pass over masked
+// header blocks and the rest of the packet.
 // Precondition: length >= IP + UDP + BTH headers.
 uint32_t icrc_compute(const uint8_t* l3, std::size_t length, IpVersion version) noexcept;
 

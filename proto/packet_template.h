@@ -5,6 +5,13 @@
 // Per packet, stamp() copies them and patches only what changes (lengths, IPv4
 // checksum, opcode, flags, PSN); the caller fills extension headers and payload,
 // then seal() writes the pad and the ICRC.
+//
+// IPv4 (the common case) is stamped in registers: the 48 bytes from 8 before the IP
+// header to the end of the BTH are three 16-byte blocks of the template with the
+// per-packet fields ORed in, stored whole, and the IPv4 checksum is the template's
+// partial sum plus the total length (RFC 1624). seal()'s ICRC reads those same
+// blocks back (icrc.h), so its loads forward from whole stores instead of waiting
+// for 2-byte patches to retire.
 #pragma once
 
 #include <array>
@@ -46,10 +53,17 @@ class PacketTemplate {
  private:
   static constexpr std::size_t pad_for(std::size_t n) noexcept { return (4 - n % 4) % 4; }
 
+  Stamped stamp_ipv4(uint8_t* out, Opcode op, std::size_t payload_length, Psn psn, uint8_t bth_flags) const noexcept;
+
   std::array<uint8_t, Eth::kSize + Vlan::kSize + Ipv6::kSize + Udp::kSize + Bth::kSize> bytes_{};
   std::size_t headers_length_ = 0;  // through the BTH
   std::size_t l3_offset_ = 0;
   IpVersion ip_version_ = IpVersion::kV4;
+  // IPv4: bytes [l3 - 8, l3 + 40) of the template as little-endian words, with the
+  // per-packet fields (total length, checksum, UDP length, opcode, SE, PadCnt, AckReq,
+  // PSN) zero, and the IPv4 header's one's complement sum without length and checksum.
+  std::array<uint64_t, 6> ipv4_words_{};
+  uint32_t ipv4_partial_sum_ = 0;
 };
 
 }  // namespace uroce::proto

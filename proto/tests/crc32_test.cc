@@ -110,6 +110,23 @@ TEST_P(Crc32ImplTest, ChainingEqualsOneShot) {
   EXPECT_EQ(running, whole);
 }
 
+// A head of whole blocks in one buffer and a tail inside another (as the ICRC's masked headers and
+// the rest of the packet): one pass equals the two chained calls, at every tail length.
+TEST_P(Crc32ImplTest, ConcatEqualsChaining) {
+  const uint8_t* tail_buffer = data_.data() + 1000;
+  const uint32_t start = nonzero_crc();
+  for (const std::size_t head_len : {16, 32, 48, 64, 256}) {
+    alignas(16) uint8_t head[256];
+    std::memcpy(head, data_.data() + 7, head_len);
+    for (std::size_t tail_len = 0; tail_len <= 700; ++tail_len) {
+      const uint8_t* tail = tail_buffer + 16;  // 16 readable bytes before it, as the contract asks
+      const uint32_t chained = zlib_crc(zlib_crc(start, head, head_len), tail, tail_len);
+      EXPECT_EQ(crc32_ieee_concat_with(GetParam(), start, head, head_len, tail, tail_len), chained)
+          << "head " << head_len << ", tail " << tail_len;
+    }
+  }
+}
+
 // Data placed against inaccessible pages: any read before the start or past the end faults.
 TEST_P(Crc32ImplTest, ReadsNothingOutsideTheBuffer) {
   const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
