@@ -1,0 +1,123 @@
+// perftest's out-of-band exchange (rocev2.md §8.2), spoken byte for byte so that real ib_write_bw, ib_read_bw,
+// ib_send_bw and the latency tools can sit on the other end of uroce-perf.
+//
+// Every step of perftest's exchange is symmetric: the client writes its part, then reads the peer's; the server
+// reads, then writes. The steps are, in order: a 16-byte version string (peers older than 5.70 are refused, as
+// perftest does), the cycle-buffer and cache-line sizes (4-byte big-endian each; both keep the larger), the MTU
+// as a 2-byte ASCII enum (both keep the smaller), then a 108-byte key message per QP, sent again as a barrier
+// wherever the test needs one (how often depends on the test: see uroce_perf.cc), the bandwidth reports (five
+// big-endian 8-byte fields) and "done".
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace uroce::apps::perf {
+
+using Clock = std::chrono::steady_clock;
+
+// One end of the out-of-band byte stream: a TCP connection, or one end of a socketpair when both perftest roles
+// run in this process.
+class ExchangeStream {
+ public:
+  ExchangeStream() = default;
+  explicit ExchangeStream(int fd) : fd_(fd) {}
+  ExchangeStream(ExchangeStream&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  ExchangeStream& operator=(ExchangeStream&& other) noexcept;
+  ExchangeStream(const ExchangeStream&) = delete;
+  ExchangeStream& operator=(const ExchangeStream&) = delete;
+  ~ExchangeStream() { close(); }
+
+  // perftest's client: connects to host:port, retrying until the deadline (the server may not listen yet).
+  [[nodiscard]] static std::optional<ExchangeStream> connect_tcp(const std::string& host, uint16_t port,
+                                                                 Clock::time_point deadline, std::string& error);
+  // perftest's server: listens on every IPv4 address at `port`, calls `listening` once it does, and takes one
+  // connection before the deadline.
+  [[nodiscard]] static std::optional<ExchangeStream> accept_tcp(uint16_t port, Clock::time_point deadline,
+                                                                const std::function<void()>& listening,
+                                                                std::string& error);
+  // Two connected ends (AF_UNIX), for the in-process mode.
+  [[nodiscard]] static std::optional<std::pair<ExchangeStream, ExchangeStream>> pair(std::string& error);
+
+  // Exactly n bytes, or false (peer closed, error, or deadline).
+  [[nodiscard]] bool read_exact(void* buffer, std::size_t n, Clock::time_point deadline) const;
+  // In one write() where the kernel takes it whole: perftest reads each message with a single read() and fails
+  // on a short one, so a message must never be split by us.
+  [[nodiscard]] bool write_all(const void* buffer, std::size_t n) const;
+  void close();
+
+ private:
+  int fd_ = -1;
+};
+
+// What perftest announces per QP. LID is 0 on RoCE; SRQN 0 without SRQ/XRC/DC.
+struct PerftestDest {
+  uint16_t lid = 0;
+  uint16_t out_reads = 0;  // the sender's IRD: how many READs the peer may keep outstanding towards it
+  uint32_t qpn = 0;        // 24 bits
+  uint32_t psn = 0;        // 24 bits
+  uint32_t rkey = 0;
+  uint64_t vaddr = 0;  // where the peer's WRITEs land and its READs read from
+  std::array<uint8_t, 16> gid{};
+  uint32_t srqn = 0;
+  bool operator==(const PerftestDest&) const = default;
+};
+
+// The key message with a GID (what perftest sends whenever a GID index is in use, i.e. always on RoCE):
+// "LID:OUT:QPN:PSN:RKEY:VADDR:" in fixed-width hex, the 16 GID bytes as "xx:", then "SRQN:", NUL-padded.
+inline constexpr std::size_t kKeyMessageSize = 108;
+using KeyMessage = std::array<char, kKeyMessageSize>;
+[[nodiscard]] KeyMessage format_key_message(const PerftestDest& dest);
+// Strict: every field present, hexadecimal, within its width; nothing is trusted from the peer.
+[[nodiscard]] std::optional<PerftestDest> parse_key_message(const KeyMessage& message);
+
+// perftest's IBV_MTU enum (1 = 256 .. 5 = 4096) and back; 0 for anything else.
+[[nodiscard]] uint32_t mtu_enum_of_bytes(uint32_t bytes);
+[[nodiscard]] uint32_t mtu_bytes_of_enum(uint32_t value);
+
+// The bandwidth report the bandwidth tests hand to their peer (the server prints the client's).
+struct BwReport {
+  uint64_t size = 0;
+  uint64_t iters = 0;
+  double bw_peak = 0;
+  double bw_avg = 0;
+  double msg_rate = 0;  // Mpps
+};
+
+inline constexpr const char* kPerftestVersion = "6.06";  // the exchange we speak is perftest 6.06's
+
+class PerftestSession {
+ public:
+  // timeout: how long one exchange step may wait for the peer; zero waits forever (as perftest does).
+  PerftestSession(ExchangeStream stream, bool client, Clock::duration timeout)
+      : stream_(std::move(stream)), client_(client), timeout_(timeout) {}
+
+  // One symmetric step: the client writes `mine` then reads `theirs`, the server the other way round.
+  [[nodiscard]] bool exchange(const void* mine, void* theirs, std::size_t n);
+
+  [[nodiscard]] bool exchange_versions(std::string& peer_version);
+  // cycle_buffer and cache_line: ours in, the agreed (larger of the two) out.
+  [[nodiscard]] bool exchange_sys_data(uint32_t& cycle_buffer, uint32_t& cache_line);
+  // mtu_bytes: ours in, the agreed (smaller of the two valid ones) out.
+  [[nodiscard]] bool exchange_mtu(uint32_t& mtu_bytes);
+  [[nodiscard]] bool hand_shake(const PerftestDest& mine, PerftestDest& theirs);
+  [[nodiscard]] bool exchange_bw_reports(const BwReport& mine, BwReport& theirs);
+  // perftest's ctx_close_connection: a last hand shake, then "done" (which nobody reads), then close.
+  [[nodiscard]] bool close_connection(const PerftestDest& mine);
+
+  [[nodiscard]] const std::string& error() const { return error_; }
+
+ private:
+  ExchangeStream stream_;
+  bool client_;
+  Clock::duration timeout_;
+  std::string error_;
+};
+
+}  // namespace uroce::apps::perf
