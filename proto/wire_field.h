@@ -31,6 +31,10 @@ constexpr WordFor<Bytes> load_be(const uint8_t* p) noexcept {
     if constexpr (Bytes == 2) return __builtin_bswap16(w);
     if constexpr (Bytes == 4) return __builtin_bswap32(w);
     if constexpr (Bytes == 8) return __builtin_bswap64(w);
+  } else if constexpr (Bytes == 3) {  // PSN, QPN, MSN: a byte and a 16-bit word, not three byte loads
+    return static_cast<uint32_t>(p[0]) << 16 | load_be<2>(p + 1);
+  } else if constexpr (Bytes == 6) {  // MAC addresses
+    return static_cast<uint64_t>(load_be<4>(p)) << 16 | load_be<2>(p + 4);
   } else {
     WordFor<Bytes> v = 0;
     for (unsigned i = 0; i < Bytes; ++i) v = (v << 8) | p[i];
@@ -52,6 +56,12 @@ constexpr void store_be(uint8_t* p, WordFor<Bytes> v) noexcept {
   } else if constexpr (Bytes == 8) {
     const uint64_t w = __builtin_bswap64(static_cast<uint64_t>(v));
     std::memcpy(p, &w, 8);
+  } else if constexpr (Bytes == 3) {
+    p[0] = static_cast<uint8_t>(v >> 16);
+    store_be<2>(p + 1, v & 0xFFFF);
+  } else if constexpr (Bytes == 6) {
+    store_be<4>(p, static_cast<uint32_t>(v >> 16));
+    store_be<2>(p + 4, v & 0xFFFF);
   } else {
     for (unsigned i = Bytes; i-- > 0; v >>= 8) p[i] = static_cast<uint8_t>(v);
   }
