@@ -94,9 +94,20 @@ uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept
 
 uint32_t crc32_vpclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
                               std::size_t tail_len) noexcept {
+  const auto* h = static_cast<const uint8_t*>(head);
   const auto* p = static_cast<const uint8_t*>(tail);
   const uint8_t* const end = p + tail_len;
-  const __m128i x0 = fold_head(static_cast<const uint8_t*>(head), head_len, crc);
+  const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc)));
+  // The ICRC's heads (48 bytes for IPv4, 64 for IPv6) go straight into the first wide block,
+  // so no multiply waits on them: a short packet's CRC is then one wide fold, the lane merge
+  // and the reduction, instead of a 128-bit fold per head block in front of those.
+  if (head_len == 64) return fold_wide_on(_mm512_xor_si512(_mm512_loadu_si512(h), start), p, end);
+  if (head_len == 48 && tail_len >= 16) {
+    const __m256i low = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(h));
+    const __m256i high = _mm256_inserti128_si256(_mm256_castsi128_si256(load_block(h + 32)), load_block(p), 1);
+    return fold_wide_on(_mm512_xor_si512(_mm512_inserti64x4(_mm512_castsi256_si512(low), high, 1), start), p + 16, end);
+  }
+  const __m128i x0 = fold_head(h, head_len, crc);
   if (tail_len < 64) return finish(x0, p, end);
   // The head's state moves one block on, into lane 0 of the first wide block of the tail.
   const __m512i z0 =
