@@ -18,43 +18,11 @@
 #include <string>
 #include <utility>
 
+#include "apps/common/tcp_stream.h"
+
 namespace uroce::apps::perf {
 
-using Clock = std::chrono::steady_clock;
-
-// One end of the out-of-band byte stream: a TCP connection, or one end of a socketpair when both perftest roles
-// run in this process.
-class ExchangeStream {
- public:
-  ExchangeStream() = default;
-  explicit ExchangeStream(int fd) : fd_(fd) {}
-  ExchangeStream(ExchangeStream&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  ExchangeStream& operator=(ExchangeStream&& other) noexcept;
-  ExchangeStream(const ExchangeStream&) = delete;
-  ExchangeStream& operator=(const ExchangeStream&) = delete;
-  ~ExchangeStream() { close(); }
-
-  // perftest's client: connects to host:port, retrying until the deadline (the server may not listen yet).
-  [[nodiscard]] static std::optional<ExchangeStream> connect_tcp(const std::string& host, uint16_t port,
-                                                                 Clock::time_point deadline, std::string& error);
-  // perftest's server: listens on every IPv4 address at `port`, calls `listening` once it does, and takes one
-  // connection before the deadline.
-  [[nodiscard]] static std::optional<ExchangeStream> accept_tcp(uint16_t port, Clock::time_point deadline,
-                                                                const std::function<void()>& listening,
-                                                                std::string& error);
-  // Two connected ends (AF_UNIX), for the in-process mode.
-  [[nodiscard]] static std::optional<std::pair<ExchangeStream, ExchangeStream>> pair(std::string& error);
-
-  // Exactly n bytes, or false (peer closed, error, or deadline).
-  [[nodiscard]] bool read_exact(void* buffer, std::size_t n, Clock::time_point deadline) const;
-  // In one write() where the kernel takes it whole: perftest reads each message with a single read() and fails
-  // on a short one, so a message must never be split by us.
-  [[nodiscard]] bool write_all(const void* buffer, std::size_t n) const;
-  void close();
-
- private:
-  int fd_ = -1;
-};
+using Clock = TcpStream::Clock;
 
 // What perftest announces per QP. LID is 0 on RoCE; SRQN 0 without SRQ/XRC/DC.
 struct PerftestDest {
@@ -95,7 +63,7 @@ inline constexpr const char* kPerftestVersion = "6.06";  // the exchange we spea
 class PerftestSession {
  public:
   // timeout: how long one exchange step may wait for the peer; zero waits forever (as perftest does).
-  PerftestSession(ExchangeStream stream, bool client, Clock::duration timeout)
+  PerftestSession(TcpStream stream, bool client, Clock::duration timeout)
       : stream_(std::move(stream)), client_(client), timeout_(timeout) {}
 
   // One symmetric step: the client writes `mine` then reads `theirs`, the server the other way round.
@@ -114,7 +82,7 @@ class PerftestSession {
   [[nodiscard]] const std::string& error() const { return error_; }
 
  private:
-  ExchangeStream stream_;
+  TcpStream stream_;
   bool client_;
   Clock::duration timeout_;
   std::string error_;

@@ -8,7 +8,8 @@
 //
 // --in-process runs both roles here, each on its own engine and port of the configuration (the client on the
 // first, the server on the last; the embedded default joins its two ports with an in-process ring link), with
-// the same exchange over a socketpair. That is the README's main job, and every received byte is checked.
+// the same exchange over TCP on the loopback interface. That is the README's main job, and every received byte is
+// checked.
 #include <algorithm>
 #include <atomic>
 #include <cinttypes>
@@ -16,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -380,6 +382,7 @@ class Role {
     return o_.timeout && Clock::now() - last_progress > std::chrono::seconds(o_.timeout);
   }
   NTSTATUS post(uint32_t qp, uint64_t context, uint64_t size, uint64_t offset, bool signalled);
+  bool post_one(uint64_t context, uint64_t size, Clock::time_point last_progress);
 
   const Options& o_;
   Side side_;
@@ -490,6 +493,8 @@ bool Role::keys_and_connect() {
         a.RetryCount = 7;
         a.RnrRetry = 7;
         a.MinRnrTimer = 12;
+        a.HopLimit = 255;  // perftest's GRH hop limit
+
         const NTSTATUS s = q.qp->UroceConnect(a, nullptr, nullptr);
         if (s == STATUS_HOST_UNREACHABLE) return fail("the peer's address does not answer ARP / neighbour discovery");
         if (!ok(s, "UroceConnect")) return false;
@@ -526,6 +531,17 @@ NTSTATUS Role::post(uint32_t i, uint64_t context, uint64_t size, uint64_t offset
       return q.qp->NdkSend(ctx, &sge, 1, flags);
   }
   return STATUS_INVALID_PARAMETER;
+}
+
+// The latency tests' single request. The engine hands back a send-queue slot only after it has delivered the
+// slot's completion, so right after polling it a post can still find the queue full for a moment: retry then.
+bool Role::post_one(uint64_t context, uint64_t size, Clock::time_point last_progress) {
+  for (;;) {
+    const NTSTATUS s = post(0, context, size, 0, true);
+    if (s == STATUS_SUCCESS) return true;
+    if (s != STATUS_INSUFFICIENT_RESOURCES) return ok(s, "posting the request");
+    if (stalled(last_progress)) return fail("the send queue stayed full for --timeout seconds");
+  }
 }
 
 // perftest's run_iter_bw: per QP up to tx_depth requests outstanding, every cq_mod-th (and the last) signalled,
@@ -739,7 +755,7 @@ bool Role::write_lat(uint64_t size) {
     if (sent < iters) {
       if (!o_.duration) posted.push_back(now_ns());
       *post_byte = static_cast<uint8_t>(++sent);
-      if (!ok(post(0, sent, size, 0, true), "NdkWrite")) return false;
+      if (!post_one(sent, size, last_progress)) return false;
     }
     if (completed < iters) {
       while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
@@ -768,7 +784,7 @@ bool Role::read_lat(uint64_t size) {
   NdkResult result;
   while (o_.duration ? Clock::now() < deadline : done < o_.iters) {
     if (!o_.duration) posted.push_back(now_ns());
-    if (!ok(post(0, done, size, 0, true), "NdkRead")) return false;
+    if (!post_one(done, size, last_progress)) return false;
     while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
       if (stalled(last_progress)) return fail("a READ did not complete for --timeout seconds");
     }
@@ -818,7 +834,7 @@ bool Role::send_lat(uint64_t size) {
     }
     if (sent < iters && !time_up()) {
       if (!o_.duration) posted.push_back(now_ns());
-      if (!ok(post(0, ++sent, size, 0, true), "NdkSend")) return false;
+      if (!post_one(++sent, size, last_progress)) return false;
       while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
         if (stalled(last_progress)) return fail("a SEND did not complete for --timeout seconds");
       }
@@ -881,8 +897,7 @@ bool Role::run() {
   d.mtu = mtu_;
   d.gid_index = o_.gid_index;
   d.out_reads = out_reads_;
-  d.exchange =
-      o_.in_process ? "Ethernet (perftest's exchange over a socketpair, both roles in this process)" : "Ethernet";
+  d.exchange = o_.in_process ? "Ethernet (TCP on 127.0.0.1, both roles in this process)" : "Ethernet";
   print_description(side_.out, d);
   if (!keys_and_connect()) return false;
   return o_.bw() ? run_bw() : run_lat();
@@ -915,10 +930,20 @@ std::optional<config::IpAddress> address_of(const config::PortConfig& port, cons
   return port.addresses[index];
 }
 
+// The exchange's connection: perftest's client retries nothing, so without --timeout give the server a moment.
+std::optional<TcpStream> connect_exchange(const std::string& host, const Options& o, std::string& error) {
+  return TcpStream::connect(host, o.tcp_port, Clock::now() + std::chrono::seconds(o.timeout ? o.timeout : 2), error);
+}
+
+std::optional<TcpStream> accept_exchange(const Options& o, const std::string& bind_address,
+                                         const std::function<void()>& listening, std::string& error) {
+  const Clock::time_point deadline =
+      o.timeout ? Clock::now() + std::chrono::seconds(o.timeout) : Clock::time_point::max();
+  return TcpStream::accept_one(bind_address, o.tcp_port, deadline, listening, error);
+}
+
+// Both roles here, on the first and the last port, with perftest's exchange over TCP on the loopback interface.
 int run_in_process(const Options& o, const config::Config& cfg, Adapter* adapter) {
-  std::string error;
-  auto streams = ExchangeStream::pair(error);
-  if (!streams) return complain("%s", error.c_str()), 1;
   const std::optional<config::IpAddress> client_ip = address_of(cfg.ports.front(), o);
   const std::optional<config::IpAddress> server_ip = address_of(cfg.ports.back(), o);
   if (!client_ip || !server_ip) return 2;
@@ -927,17 +952,26 @@ int run_in_process(const Options& o, const config::Config& cfg, Adapter* adapter
   FILE* quiet = std::fopen("/dev/null", "w");
   if (!quiet) return complain("cannot open /dev/null"), 1;
   const uint16_t last_engine = static_cast<uint16_t>(adapter->UroceEngineCount() - 1);
-  bool server_ok = false;
+  std::atomic<bool> listening = false, server_ok = false;
   std::thread server([&] {
-    PerftestSession session(std::move(streams->second), false, timeout);
+    std::string error;
+    std::optional<TcpStream> stream = accept_exchange(
+        o, "127.0.0.1", [&] { listening = true; }, error);
+    listening = true;  // also on failure, so that the client stops waiting
+    if (!stream) return (void)complain("(server) %s", error.c_str());
+    PerftestSession session(std::move(*stream), false, timeout);
     Role role(o, Side{adapter, *server_ip, cfg.ports.back().device, false, last_engine, quiet}, session);
     server_ok = role.run();
   });
+  while (!listening) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   bool client_ok = false;
-  {
-    PerftestSession session(std::move(streams->first), true, timeout);
+  std::string error;
+  if (std::optional<TcpStream> stream = connect_exchange("127.0.0.1", o, error)) {
+    PerftestSession session(std::move(*stream), true, timeout);
     Role role(o, Side{adapter, *client_ip, cfg.ports.front().device, true, uint16_t{0}, stdout}, session);
     client_ok = role.run();
+  } else {
+    complain("%s", error.c_str());
   }
   server.join();
   std::fclose(quiet);
@@ -948,23 +982,17 @@ int run_remote(const Options& o, const config::Config& cfg, std::size_t port, Ad
   const std::optional<config::IpAddress> ip = address_of(cfg.ports[port], o);
   if (!ip) return 2;
   std::string error;
-  std::optional<ExchangeStream> stream;
-  const Clock::time_point deadline =
-      o.timeout ? Clock::now() + std::chrono::seconds(o.timeout) : Clock::time_point::max();
-  if (o.client()) {
-    // perftest's client tries once; with --timeout this one retries until the server listens.
-    stream = ExchangeStream::connect_tcp(*o.host, o.tcp_port, o.timeout ? deadline : Clock::now(), error);
-  } else {
-    stream = ExchangeStream::accept_tcp(
-        o.tcp_port, deadline,
-        [] {
-          std::printf(
-              "\n************************************\n* Waiting for client to connect... *\n"
-              "************************************\n");
-          std::fflush(stdout);
-        },
-        error);
-  }
+  std::optional<TcpStream> stream =
+      o.client() ? connect_exchange(*o.host, o, error)
+                 : accept_exchange(
+                       o, "",
+                       [] {
+                         std::printf(
+                             "\n************************************\n* Waiting for client to connect... *\n"
+                             "************************************\n");
+                         std::fflush(stdout);
+                       },
+                       error);
   if (!stream) return complain("%s", error.c_str()), 1;
   PerftestSession session(std::move(*stream), o.client(), std::chrono::seconds(o.timeout));
   Role role(o, Side{adapter, *ip, cfg.ports[port].device, o.client(), std::nullopt, stdout}, session);
