@@ -36,6 +36,60 @@ inline constexpr NTSTATUS STATUS_DEVICE_REMOVED = ntstatus(0xC00002B6);
 inline constexpr NTSTATUS STATUS_IMPLEMENTATION_LIMIT = ntstatus(0xC000042B);
 inline constexpr NTSTATUS NDIS_STATUS_BAD_VERSION = ntstatus(0xC0010004);
 
+// The symbolic name of an NTSTATUS above, for messages; nullptr for any other value.
+constexpr const char* NdkStatusName(NTSTATUS status) noexcept {
+  switch (status) {
+    case STATUS_SUCCESS:
+      return "STATUS_SUCCESS";
+    case STATUS_PENDING:
+      return "STATUS_PENDING";
+    case STATUS_BUFFER_OVERFLOW:
+      return "STATUS_BUFFER_OVERFLOW";
+    case STATUS_ACCESS_VIOLATION:
+      return "STATUS_ACCESS_VIOLATION";
+    case STATUS_INVALID_PARAMETER:
+      return "STATUS_INVALID_PARAMETER";
+    case STATUS_INVALID_DEVICE_REQUEST:
+      return "STATUS_INVALID_DEVICE_REQUEST";
+    case STATUS_BUFFER_TOO_SMALL:
+      return "STATUS_BUFFER_TOO_SMALL";
+    case STATUS_INVALID_PARAMETER_MIX:
+      return "STATUS_INVALID_PARAMETER_MIX";
+    case STATUS_DATA_OVERRUN:
+      return "STATUS_DATA_OVERRUN";
+    case STATUS_SHARING_VIOLATION:
+      return "STATUS_SHARING_VIOLATION";
+    case STATUS_INSUFFICIENT_RESOURCES:
+      return "STATUS_INSUFFICIENT_RESOURCES";
+    case STATUS_IO_TIMEOUT:
+      return "STATUS_IO_TIMEOUT";
+    case STATUS_NOT_SUPPORTED:
+      return "STATUS_NOT_SUPPORTED";
+    case STATUS_INTERNAL_ERROR:
+      return "STATUS_INTERNAL_ERROR";
+    case STATUS_CANCELLED:
+      return "STATUS_CANCELLED";
+    case STATUS_REMOTE_RESOURCES:
+      return "STATUS_REMOTE_RESOURCES";
+    case STATUS_INVALID_ADDRESS:
+      return "STATUS_INVALID_ADDRESS";
+    case STATUS_CONNECTION_REFUSED:
+      return "STATUS_CONNECTION_REFUSED";
+    case STATUS_CONNECTION_INVALID:
+      return "STATUS_CONNECTION_INVALID";
+    case STATUS_HOST_UNREACHABLE:
+      return "STATUS_HOST_UNREACHABLE";
+    case STATUS_DEVICE_REMOVED:
+      return "STATUS_DEVICE_REMOVED";
+    case STATUS_IMPLEMENTATION_LIMIT:
+      return "STATUS_IMPLEMENTATION_LIMIT";
+    case NDIS_STATUS_BAD_VERSION:
+      return "NDIS_STATUS_BAD_VERSION";
+    default:
+      return nullptr;
+  }
+}
+
 // ---------------------------------------------------------------------------------------- objects (§2)
 struct NdkVersion {
   uint16_t Major = 0;

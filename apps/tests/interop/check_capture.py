@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks the RoCEv2 (IPv4) packets of a pcap taken during an RC ping-pong, independently
-of tshark and of either implementation: every field a receiver validates, recomputed.
+"""Checks the RoCEv2 (IPv4) packets of a pcap taken during an RC ping-pong or a perftest run,
+independently of tshark and of either implementation: every field a receiver validates, recomputed.
 
-usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--quiet]
+usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--one-way] [--quiet]
 
 Per packet (hard errors, exit 1):
   IPv4 header: version/IHL 0x45, header checksum, total length = 20 + UDP length, frame holds it;
@@ -10,12 +10,17 @@ Per packet (hard errors, exit 1):
   BTH: TVer 0, P_Key 0xFFFF, known RC opcode, pad bytes zero, payload + pad a multiple of 4;
   ICRC recomputed over the masked headers (rocev2.md §3) and compared;
   RC segmentation: FIRST/MIDDLE carry exactly PMTU, LAST 1..PMTU, ONLY <= PMTU;
-  opcode sequence per QP: FIRST (MIDDLE)* LAST, or ONLY; no FIRST/ONLY inside a message.
+  opcode sequence per QP: FIRST (MIDDLE)* LAST, or ONLY; no FIRST/ONLY inside a message;
+  READ responses likewise (FIRST/MIDDLE exactly PMTU, LAST 1..PMTU, ONLY <= PMTU, in sequence).
 Per direction (reported; hard errors where stated):
-  request PSNs consecutive, a repeated or earlier PSN is counted as a retransmission;
+  request PSNs consecutive, a repeated or earlier PSN is counted as a retransmission (a READ request
+  takes one PSN per response packet its DMA length needs);
+  READ response PSNs within the PSNs their READ requests took; an earlier one is a retransmission;
   AckReq on every LAST/ONLY (hard error if missing: rxe's requester sets it, and uroce must too);
   ACK PSN = the PSN of a request packet seen, MSN non-decreasing, NAK and RNR NAK syndromes counted;
-  with --size/--iters: the number of messages and their length (sum of payloads) per direction.
+  with --size/--iters: the number of messages and their length (sum of payloads) per direction, READ
+  responses counting as the responder's messages; messages in both directions (a ping-pong), or with
+  --one-way in exactly one (a bandwidth test).
 """
 import argparse
 import struct
@@ -36,6 +41,8 @@ MIDDLE = {0x01, 0x07, 0x0E}
 LAST = {0x02, 0x03, 0x08, 0x09, 0x0F, 0x16}
 ONLY = {0x04, 0x05, 0x0A, 0x0B, 0x10, 0x17}
 REQUEST = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x13, 0x14, 0x16, 0x17}
+READ_REQUEST = 0x0C
+READ_RESPONSE = {0x0D, 0x0E, 0x0F, 0x10}
 
 
 def read_pcap(path):
@@ -92,6 +99,7 @@ def main():
     ap.add_argument("--pmtu", type=int, required=True)
     ap.add_argument("--size", type=int, default=0, help="expected SEND message size")
     ap.add_argument("--iters", type=int, default=0, help="expected messages per direction")
+    ap.add_argument("--one-way", action="store_true", help="messages flow in one direction only (bandwidth tests)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
 
@@ -102,6 +110,8 @@ def main():
         "ops": Counter(), "next_psn": None, "retrans": 0, "in_msg": None, "msg_len": 0, "msgs": [],
         "req_psns": set(), "replay_psn": None, "replay_msg": None, "acks": 0, "naks": Counter(), "rnr": 0, "last_msn": None, "missing_ackreq": 0,
         "ttl": set(), "sport": set(), "df": set(), "tos": set(), "credits": Counter(),
+        "read_psns": set(), "next_resp_psn": None, "in_resp": None, "resp_len": 0, "resp_psns": [],
+        "resp_retrans": 0,
     })
 
     def err(n, what):
@@ -222,7 +232,15 @@ def main():
             d["replay_psn"] = None
             if expected is not None and psn != expected:
                 err(n, f"{name}: PSN 0x{psn:06x}, expected 0x{expected:06x} (gap)")
-            d["next_psn"] = (psn + 1) & 0xFFFFFF
+            span = 1
+            if opcode == READ_REQUEST:
+                # One PSN per response packet (IBTA 9.7.4.1.4): the next request starts after them all.
+                dma_len = int.from_bytes(seg[8 + 12 + 12:8 + 12 + 16], "big")
+                span = max(1, -(-dma_len // a.pmtu))
+                for k in range(span):
+                    d["read_psns"].add((psn + k) & 0xFFFFFF)
+                    d["req_psns"].add((psn + k) & 0xFFFFFF)
+            d["next_psn"] = (psn + span) & 0xFFFFFF
             check_sequence(n, name, opcode, d, "in_msg")
             if opcode in FIRST:
                 d["msg_len"] = payload
@@ -232,6 +250,38 @@ def main():
                     d["msgs"].append(d["msg_len"])
             elif opcode in ONLY:
                 d["msgs"].append(payload)
+        elif opcode in READ_RESPONSE:
+            if opcode in (0x0D, 0x0E) and payload != a.pmtu:
+                err(n, f"{name} carries {payload} bytes, PMTU is {a.pmtu}")
+            elif opcode == 0x0F and not 1 <= payload <= a.pmtu:
+                err(n, f"{name} carries {payload} bytes (1..{a.pmtu} allowed)")
+            elif opcode == 0x10 and payload > a.pmtu:
+                err(n, f"{name} carries {payload} bytes > PMTU {a.pmtu}")
+            d["resp_psns"].append((n, psn))
+            expected = d["next_resp_psn"]
+            if expected is not None and psn_diff(psn, expected) < 0:
+                # The requester asked again (a lost response or a timeout): a replay, counted, not rechecked.
+                d["resp_retrans"] += 1
+                d["in_resp"] = None
+                continue
+            d["next_resp_psn"] = (psn + 1) & 0xFFFFFF
+            if opcode == 0x0D and d["in_resp"] is not None:
+                err(n, f"{name} inside a response started by {d['in_resp']}")
+            elif opcode in (0x0E, 0x0F) and d["in_resp"] is None:
+                err(n, f"{name} outside a response")
+            if opcode == 0x0D:
+                d["in_resp"], d["resp_len"] = name, payload
+            elif opcode == 0x0E and d["in_resp"] is not None:
+                d["resp_len"] += payload
+            elif opcode == 0x0F:
+                if d["in_resp"] is not None:
+                    d["msgs"].append(d["resp_len"] + payload)
+                d["in_resp"] = None
+            elif opcode == 0x10:
+                if d["in_resp"] is not None:
+                    err(n, f"{name} inside a response started by {d['in_resp']}")
+                d["msgs"].append(payload)
+                d["in_resp"] = None
         elif opcode == 0x11:
             syn = seg[20]
             msn = int.from_bytes(seg[21:24], "big")
@@ -251,9 +301,12 @@ def main():
             # The PSN an ACK carries must be one the peer sent (checked after the loop).
             d.setdefault("ack_psns", []).append((n, psn, kind))
 
-    # ACK PSNs versus the request PSNs of the opposite direction.
+    # ACK PSNs versus the request PSNs of the opposite direction; READ responses versus its READs.
     for (src, dst), d in dirs.items():
         rev = dirs.get((dst, src))
+        for n, psn in d["resp_psns"]:
+            if rev is None or psn not in rev["read_psns"]:
+                err(n, f"READ response with PSN 0x{psn:06x}, which no READ request from {dst} covers")
         for n, psn, kind in d.get("ack_psns", []):
             if kind == 0 and rev is not None and psn not in rev["req_psns"]:
                 err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
@@ -264,7 +317,7 @@ def main():
         ops = ", ".join(f"{k} {v}" for k, v in sorted(d["ops"].items()))
         line = (f"  {src} -> {dst}: {ops}; messages {len(d['msgs'])}"
                 f"{' of ' + str(sorted(set(d['msgs']))) + ' bytes' if d['msgs'] else ''}; "
-                f"retransmitted {d['retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
+                f"retransmitted {d['retrans'] + d['resp_retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
                 f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}")
         print(line)
@@ -274,8 +327,11 @@ def main():
             errors.append(f"{src} -> {dst}: message sizes {sorted(set(d['msgs']))}, expected {a.size}")
         if a.iters and d["msgs"] and len(d["msgs"]) != a.iters:
             errors.append(f"{src} -> {dst}: {len(d['msgs'])} messages, expected {a.iters}")
-    if a.iters and sum(1 for d in dirs.values() if d["msgs"]) != 2:
-        errors.append("expected SEND messages in both directions")
+    with_messages = sum(1 for d in dirs.values() if d["msgs"])
+    if a.iters and not a.one_way and with_messages != 2:
+        errors.append("expected messages in both directions")
+    if a.iters and a.one_way and with_messages != 1:
+        errors.append(f"expected messages in one direction, found them in {with_messages}")
     for e in errors[:50]:
         print("  ERROR " + e)
     if len(errors) > 50:

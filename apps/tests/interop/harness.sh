@@ -15,13 +15,16 @@
 #   RXE_PEER_TOOLS          the harness (default: <project>/../shared/tools/rxe-peer)
 #   INTEROP_OUT             where logs and captures go (default: a new /tmp/uroce-interop.XXXXXX)
 #   INTEROP_KEEP_HARNESS=1  leave a harness this script started running at the end
+#   RXE_PEER_NS, RXE_PEER_DIR  the harness's namespace and directory (shared/tools/rxe-peer/common.sh)
 # A harness that was already running with the right MTU is reused and left running; one this script started
 # (or restarted for another MTU) is stopped by harness_cleanup.
 
 TOOLS=${RXE_PEER_TOOLS:-$HARNESS_PROJECT/../shared/tools/rxe-peer}
 OUT=${INTEROP_OUT:-$(mktemp -d /tmp/uroce-interop.XXXXXX)}
-NS=rxepeer
-BR=rxebr0
+# A second harness can run beside the first with its own namespace and directory (its own guests and bridge);
+# the directory may hold symbolic links to the first one's image, kernel and initrd.
+NS=${RXE_PEER_NS:-rxepeer}
+BR=${RXE_PEER_BR:-rxebr0}
 HOST_TCP=198.18.0.1
 GUEST=198.18.0.2
 UROCE_IP=198.18.0.100
