@@ -1,5 +1,6 @@
 #include "apps/common/tool_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -107,6 +108,15 @@ std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool on
                                                          : config::load_config_file(options.path, load);
   if (!loaded.config) {
     std::fprintf(stderr, "%s: the configuration is not valid:\n%s", tool, loaded.describe(source).c_str());
+    const bool half_ring = std::any_of(loaded.errors.begin(), loaded.errors.end(), [](const config::ConfigError& e) {
+      return e.message.find("ring link") != std::string::npos;
+    });
+    if (one_port && half_ring) {
+      std::fprintf(stderr,
+                   "%s: an in-process ring link needs both its ends in one process; to reach a peer, give the port "
+                   "a real device (--device net_af_packet0,iface=IF, net_memif0,..., a PCI address) or --config\n",
+                   tool);
+    }
     return std::nullopt;
   }
   ToolConfig out{*loaded.config, 0};
