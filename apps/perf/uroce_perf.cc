@@ -712,14 +712,15 @@ bool Role::run_bw() {
     const bool ours_to_check = (o_.mode.verb == Verb::Write) != side_.client;
     return !o_.verify || !ours_to_check || verify_bw(last_size);
   }
-  // send_bw: both sides work, between two hand shakes per size.
+  // send_bw: both sides work, after a hand shake that says the server's receives are posted (with -a, one
+  // more after each size, so the next size's receives are posted before its first SEND).
   for (uint64_t size : sizes()) {
     if (!side_.client && !post_receives(size, o_.rx_depth)) return false;
     if (!session_.hand_shake(qps_[0].mine, qps_[0].theirs)) return exchange_failed();
     BwReport mine;
     if (!(side_.client ? bw_client(size, mine) : send_server(size, mine))) return false;
     print_bw_line(side_.out, mine, o_.gbits);
-    if (!session_.hand_shake(qps_[0].mine, qps_[0].theirs)) return exchange_failed();
+    if (o_.all_sizes && !session_.hand_shake(qps_[0].mine, qps_[0].theirs)) return exchange_failed();
   }
   std::fprintf(side_.out, "%s", kRule);
   if (!session_.close_connection(qps_[0].mine)) return exchange_failed();

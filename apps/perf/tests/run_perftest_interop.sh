@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# uroce-perf against real perftest (Debian 12's perftest 6.06 on Linux rdma_rxe, in a QEMU guest of the rxe-peer
+# harness): ib_send_bw, ib_write_bw, ib_read_bw and ib_write_lat (and ib_read_lat, ib_send_lat), each with uroce
+# as the server and as the client, at RoCE path MTU 1024 and 4096. Every packet of every run is captured on the
+# guest's tap and checked: check_capture.py recomputes every field a receiver checks (ICRC included) and the
+# message sizes and counts, and tshark must dissect every RoCE frame as InfiniBand without errors.
+#
+# usage: run_perftest_interop.sh UROCE_PERF
+#
+# Topology and harness: apps/tests/interop/harness.sh. uroce-perf runs in the harness's namespace on the veth
+# uroce0 (198.18.0.100); the TCP exchange runs between the guest (198.18.0.2) and the namespace's 198.18.0.1.
+# perftest fills its buffers with random data and checks nothing, so "data verified" means here: the capture
+# check (every byte covered by an ICRC that is recomputed, every message of the expected size and number), and
+# both tools' exit status.
+#
+# Environment (besides harness.sh's RXE_PEER_TOOLS, INTEROP_OUT, INTEROP_KEEP_HARNESS):
+#   INTEROP_PMTUS        path MTUs (default "1024 4096"; 4096 restarts the guest with RXE_PEER_MTU=4200)
+#   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat")
+#   INTEROP_SIZE         message size (default 5001: several packets at PMTU 1024 and 4096, and a padded LAST)
+#   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)
+#   INTEROP_LAT_ITERS    iterations of the latency tests (default 100)
+# Each case's commands, both tables and the capture check are in $INTEROP_OUT/<case>.{cmd,uroce.log,guest.log,
+# check.log,pcap}; the summary at the end lists every case. Exit status 0 only if every case passed.
+set -uo pipefail
+
+UROCE_PERF=$(readlink -f "${1:?usage: run_perftest_interop.sh UROCE_PERF}")
+HERE=$(cd "$(dirname "$0")" && pwd)
+HARNESS_PROJECT=$(cd "$HERE/../../.." && pwd)
+# shellcheck source=../../tests/interop/harness.sh
+source "$HARNESS_PROJECT/apps/tests/interop/harness.sh"
+harness_require
+[ -x "$UROCE_PERF" ] || { log "no uroce-perf at $UROCE_PERF"; exit 1; }
+
+PMTUS=${INTEROP_PMTUS:-1024 4096}
+TESTS=${INTEROP_TESTS:-send_bw write_bw read_bw write_lat read_lat send_lat}
+SIZE=${INTEROP_SIZE:-5001}
+BW_ITERS=${INTEROP_BW_ITERS:-200}
+LAT_ITERS=${INTEROP_LAT_ITERS:-100}
+summary=()
+failures=0
+uroce_pid=""
+
+cleanup() {
+  if [ -n "$uroce_pid" ] && kill -0 "$uroce_pid" 2>/dev/null; then kill "$uroce_pid" 2>/dev/null; wait "$uroce_pid" 2>/dev/null; fi
+  harness_cleanup
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# Stops perftest processes left in the guest (a peer that failed leaves the other waiting forever).
+guest_kill() {
+  "$TOOLS/exec.sh" g1 'pkill -x "ib_.*_(bw|lat)"; sleep 1; pkill -9 -x "ib_.*_(bw|lat)"; true' >/dev/null 2>&1 || true
+}
+
+# One case: the perftest test (send_bw, ...), uroce's role (server|client), the path MTU.
+run_case() {
+  local test=$1 role=$2 pmtu=$3
+  local name="$test-uroce-$role-m$pmtu"
+  local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
+  local iters=$BW_ITERS
+  [[ $test == *_lat ]] && iters=$LAT_ITERS
+  local args="-s $SIZE -n $iters -m $pmtu"
+  local guest_cmd="ib_$test -d rxe0 -x \$RXE_GID_INDEX $args"
+  # uroce's ACK timeout is 16 (268 ms; perftest's -u, local to each side): with 14 (67 ms) x 8 tries, a TCG
+  # guest's occasional half-second stall alone exhausts uroce's retries (rxe treats retry_cnt 7 as forever).
+  local uroce_cmd=(ip netns exec "$NS" timeout 300 "$UROCE_PERF" "$test" $args -u 16 --timeout 120
+    "${UROCE_CONFIG_ARGS[@]}")
+  local urc=0 grc=0 crc=0
+  log "case $name"
+  "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
+    { log "capture.sh start failed"; return 1; }
+  if [ "$role" = server ]; then
+    printf 'uroce (server): %s\nguest (client): %s %s\n' "${uroce_cmd[*]}" "$guest_cmd" "$HOST_TCP" >"$OUT/$name.cmd"
+    "${uroce_cmd[@]}" >"$ulog" 2>&1 &
+    uroce_pid=$!
+    for _ in $(seq 300); do
+      grep -q 'Waiting for client' "$ulog" 2>/dev/null && break
+      kill -0 "$uroce_pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    "$TOOLS/exec.sh" g1 --timeout 240 "$guest_cmd $HOST_TCP" >"$glog" 2>&1 || grc=$?
+    wait "$uroce_pid" || urc=$?
+    uroce_pid=""
+  else
+    printf 'guest (server): %s\nuroce (client): %s %s\n' "$guest_cmd" "${uroce_cmd[*]}" "$GUEST" >"$OUT/$name.cmd"
+    local job
+    job=$("$TOOLS/exec.sh" g1 --bg "$guest_cmd")
+    # uroce-perf's client retries its TCP connect (--timeout) while the guest's server starts up.
+    "${uroce_cmd[@]}" "$GUEST" >"$ulog" 2>&1 || urc=$?
+    "$TOOLS/exec.sh" g1 --wait "$job" --timeout 120 >"$glog" 2>&1 || grc=$?
+  fi
+  [ "$urc" = 0 ] && [ "$grc" = 0 ] || guest_kill
+  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
+  # Each side prints a result line (the server of write_bw/read_bw the client's report); read_lat's server only
+  # serves READs and prints none, in perftest as in uroce-perf.
+  local has_result=(grep -qE '^ [0-9]+ +[0-9]+ ')
+  if [ "$role" = client ] || [ "$test" != read_lat ]; then "${has_result[@]}" "$ulog" || { [ "$urc" = 0 ] && urc=98; }; fi
+  if [ "$role" = server ] || [ "$test" != read_lat ]; then "${has_result[@]}" "$glog" || { [ "$grc" = 0 ] && grc=98; }; fi
+  local one_way=(--one-way)
+  [[ $test == write_lat || $test == send_lat ]] && one_way=()
+  check_capture "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" || crc=1
+  local verdict=PASS
+  if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
+    verdict=FAIL
+    failures=$((failures + 1))
+    log "  FAILED: uroce exit $urc, guest exit $grc, capture check $crc; logs in $OUT/$name.*"
+    grep -v '^EAL\|^TELEMETRY' "$ulog" | tail -3 | sed 's/^/    uroce: /'
+    tail -3 "$glog" | sed 's/^/    guest: /'
+    grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
+  fi
+  local retrans
+  retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')
+  summary+=("$(printf '%-4s %-9s uroce %-6s PMTU %4s: uroce %s, ib_%s %s, capture %s (%s RoCE packets, retransmitted %s)%s' \
+    "$verdict" "$test" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
+    "$(grep -o '[0-9]* RoCE packets' "$OUT/$name.check.log" | awk '{print $1}')" "${retrans:-?}" "$CHECK_NOTES")")
+  log "  ${summary[-1]}"
+}
+
+start=$SECONDS
+for pmtu in $PMTUS; do
+  if ! harness_for "$pmtu"; then
+    failures=$((failures + 1))
+    summary+=("FAIL harness for PMTU $pmtu did not come up")
+    continue
+  fi
+  for test in $TESTS; do
+    for role in server client; do
+      run_case "$test" "$role" "$pmtu"
+    done
+  done
+done
+
+echo
+echo "=== uroce-perf <-> perftest 6.06 on rdma_rxe: interop summary ($((SECONDS - start)) s; logs, tables and captures: $OUT) ==="
+for line in "${summary[@]}"; do echo "$line"; done
+echo "=== $([ "$failures" = 0 ] && echo "all ${#summary[@]} cases passed" || echo "$failures of ${#summary[@]} FAILED") ==="
+[ "$failures" = 0 ]
