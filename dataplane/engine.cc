@@ -149,6 +149,7 @@ uint32_t EngineContext::poll_port(PortIndex p) noexcept {
     if (capture_ != nullptr) capture(p, CaptureDirection::kInbound, m);
     dispatch(p, m, true);
   }
+  flush_freed_mbufs();
   counters_.rx_packets.add(n);
   counters_.rx_bytes.add(bytes);
   port_counters_[p].rx_packets.add(n);
@@ -255,6 +256,7 @@ uint32_t EngineContext::drain_redirects() noexcept {
     rte_mbuf* pkts[kMaxBurst];
     const unsigned n = ring_sc_dequeue_burst(redirect_in_[source], pkts, rx_burst_);
     for (unsigned i = 0; i < n; ++i) dispatch(port_index_of_id_[pkts[i]->port], pkts[i], false);
+    flush_freed_mbufs();
     total += n;
   }
   if (total != 0) counters_.redirect_received.add(total);
@@ -293,10 +295,35 @@ void EngineContext::idle(uint32_t work) noexcept {
 // TX
 
 rte_mbuf* EngineContext::alloc_mbuf() noexcept {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) [[unlikely]]
+  if (mbuf_stash_count_ == 0 && !refill_mbuf_stash()) [[unlikely]] {
     counters_.mbuf_alloc_failures.add();
-  return m;
+    return nullptr;
+  }
+  return mbuf_stash_[--mbuf_stash_count_];
+}
+
+bool EngineContext::refill_mbuf_stash() noexcept {
+  if (rte_pktmbuf_alloc_bulk(pool_, mbuf_stash_.data(), kMbufStash) == 0) {
+    mbuf_stash_count_ = kMbufStash;
+    return true;
+  }
+  // Fewer than a stash's worth left (the bulk call takes all or nothing): the pool's last mbufs one at a time.
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return false;
+  mbuf_stash_[0] = m;
+  mbuf_stash_count_ = 1;
+  return true;
+}
+
+void EngineContext::free_after_burst(rte_mbuf* m) noexcept {
+  freed_mbufs_[freed_mbuf_count_++] = m;
+  if (freed_mbuf_count_ == freed_mbufs_.size()) flush_freed_mbufs();
+}
+
+void EngineContext::flush_freed_mbufs() noexcept {
+  if (freed_mbuf_count_ == 0) return;
+  rte_pktmbuf_free_bulk(freed_mbufs_.data(), freed_mbuf_count_);
+  freed_mbuf_count_ = 0;
 }
 
 bool EngineContext::send(PortIndex port, rte_mbuf* m) noexcept {
@@ -379,6 +406,9 @@ bool EngineContext::push_backlog(TxQueue& q, rte_mbuf* m) noexcept {
 }
 
 void EngineContext::release_held_mbufs() noexcept {
+  flush_freed_mbufs();
+  rte_pktmbuf_free_bulk(mbuf_stash_.data(), mbuf_stash_count_);
+  mbuf_stash_count_ = 0;
   for (TxQueue& q : tx_) {
     rte_pktmbuf_free_bulk(q.batch.data(), q.count);
     q.count = 0;

@@ -49,12 +49,14 @@ class FaultInjector;
 
 inline constexpr uint16_t kMaxBurst = 64;  // upper bound for engine.rx_burst and engine.tx_burst
 inline constexpr std::size_t kMaxPollers = 64;
+inline constexpr uint16_t kMbufStash = 32;  // mbufs per alloc_mbuf() refill
 
 // A QP's receive entry point, stored in its engine's dense QP table (indexed by the QPN's local index).
 // A plain function pointer and context instead of a virtual interface: one indirect call, no vtable load.
 struct QpEndpoint {
   // Called on the owning engine for every well-formed packet (ICRC checked) whose destination QP is this one.
-  // From then on the handler owns `mbuf`: it frees it (rte_pktmbuf_free) or keeps it. `packet` points into the
+  // From then on the handler owns `mbuf`: it frees it (EngineContext::free_after_burst or rte_pktmbuf_free)
+  // or keeps it. `packet` points into the
   // mbuf's data and is valid while the mbuf is. `port` is the port it arrived on.
   using PacketHandler = void (*)(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port,
                                  rte_mbuf* mbuf);
@@ -108,8 +110,13 @@ class EngineContext {
   [[nodiscard]] rte_mempool* pool() const noexcept { return pool_; }
 
   // An mbuf from this engine's pool, or nullptr when the pool is empty (counted in mbuf_alloc_failures):
-  // that is backpressure, and the caller retries later.
+  // that is backpressure, and the caller retries later. It comes from a stash the engine refills
+  // kMbufStash at a time with rte_pktmbuf_alloc_bulk (one mempool cache access per refill, not per mbuf).
   [[nodiscard]] rte_mbuf* alloc_mbuf() noexcept;
+
+  // A packet handler is done with `m`: the engine frees it together with the rest of the RX burst
+  // (rte_pktmbuf_free_bulk), after the handlers have run. Engine only.
+  void free_after_burst(rte_mbuf* m) noexcept;
 
   // Queues `m` for this engine's TX queue on `port` and takes ownership. Packets leave in bursts of tx_burst,
   // or at the end of the loop iteration. What a short burst leaves behind waits in a bounded backlog
@@ -157,6 +164,8 @@ class EngineContext {
   uint16_t transmit(TxQueue& q, rte_mbuf** pkts, uint16_t n) noexcept;
   bool push_backlog(TxQueue& q, rte_mbuf* m) noexcept;
   void capture(PortIndex p, CaptureDirection direction, const rte_mbuf* m) noexcept;
+  [[nodiscard]] bool refill_mbuf_stash() noexcept;
+  void flush_freed_mbufs() noexcept;
   void idle(uint32_t work) noexcept;
   [[gnu::cold]] void release_held_mbufs() noexcept;
 
@@ -175,7 +184,11 @@ class EngineContext {
   std::vector<PortIndex> port_index_of_id_;      // DPDK port id -> PortIndex, for redirected mbufs
   std::vector<TxQueue> tx_;                      // [port]
   std::unique_ptr<PortCounters[]> port_counters_;
-  std::vector<QpEndpoint> qps_;  // [local index], engine.max_qps_per_engine entries
+  std::vector<QpEndpoint> qps_;                     // [local index], engine.max_qps_per_engine entries
+  std::array<rte_mbuf*, kMbufStash> mbuf_stash_{};  // allocated and reset, not yet handed out
+  uint16_t mbuf_stash_count_ = 0;
+  std::array<rte_mbuf*, kMaxBurst> freed_mbufs_{};  // free_after_burst(), until flush_freed_mbufs()
+  uint16_t freed_mbuf_count_ = 0;
   std::array<Poller, kMaxPollers> pollers_{};
   std::size_t poller_count_ = 0;
   EngineTimerWheel timers_;

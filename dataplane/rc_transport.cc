@@ -48,7 +48,7 @@ void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedP
   auto& qp = *static_cast<RcQueuePair*>(self);
   qp.ctx_ = &ctx;
   qp.qp_.on_packet(packet);
-  rte_pktmbuf_free(mbuf);  // payload was copied into registered memory: nothing keeps the mbuf
+  ctx.free_after_burst(mbuf);  // payload was copied into registered memory: nothing keeps the mbuf
   // ACKs, responses and newly allowed sends go out from poll(), after the whole RX
   // burst, so one ACK covers every packet of the burst (coalescing).
   qp.engine_.activate(qp);
