@@ -7,15 +7,6 @@
 
 namespace uroce::proto {
 
-// Acknowledgement moves the oldest unacknowledged PSN forward. The highest PSN ever sent
-// (resend_limit_psn_, for go-back-N) must stay within 2^23 of the PSNs it is compared
-// with, so it moves along: outstanding PSNs are bounded far below 2^23, so after this
-// every comparison in sent_limit() is meaningful however long the QP runs.
-void RcQp::set_unacked(Psn psn) noexcept {
-  unacked_psn_ = psn;
-  if (is_after(psn, resend_limit_psn_)) resend_limit_psn_ = psn;
-}
-
 void RcQp::restart_timer() noexcept {
   const uint64_t timeout = ack_timeout_ns(attrs_.ack_timeout);
   retransmit_deadline_ns_ = timeout != 0 && has_outstanding() ? env_->now_ns() + timeout : 0;

@@ -169,6 +169,7 @@ class RcQp {
   bool send_atomic_ack(const PendingResponse& pr) noexcept;
   bool send_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_ack(Psn psn, AethSyndrome syndrome) noexcept;
+  void request_credit_ack(Psn psn) noexcept;
   void responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept;
   [[nodiscard]] AethSyndrome ack_syndrome() const noexcept;
 
@@ -215,6 +216,47 @@ class RcQp {
   bool ack_pending_ = false;
   Psn ack_psn_{};
   AethSyndrome ack_syndrome_pending_{0x1F};
+  bool ack_syndrome_at_send_ = false;  // a plain ACK: its credit count is read when it is sent
 };
+
+// Small steps the requester and completer share, inline: each runs once or more per message.
+
+inline uint32_t RcQp::packets_for(uint32_t length) const noexcept {
+  return length == 0 ? 1 : (length + attrs_.path_mtu - 1) / attrs_.path_mtu;
+}
+
+// Acknowledgement moves the oldest unacknowledged PSN forward. The highest PSN ever sent
+// (resend_limit_psn_, for go-back-N) must stay within 2^23 of the PSNs it is compared
+// with, so it moves along: outstanding PSNs are bounded far below 2^23, so after this
+// every comparison in sent_limit() is meaningful however long the QP runs.
+inline void RcQp::set_unacked(Psn psn) noexcept {
+  unacked_psn_ = psn;
+  if (is_after(psn, resend_limit_psn_)) resend_limit_psn_ = psn;
+}
+
+// The initiator depth counts exactly the READ/atomic requests that are out and
+// unanswered: the responder keeps only max_dest_rd_atomic of them to replay, so
+// exceeding it would make a lost response unrecoverable.
+inline void RcQp::retire_read(WqeProgress& pr) noexcept {
+  if (pr.counted_in_flight) {
+    pr.counted_in_flight = false;
+    --reads_in_flight_;
+  }
+}
+
+inline void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept {
+  const SendWqe& w = wqe(index);
+  retire_read(progress(index));
+  progress(index) = WqeProgress{};
+  // SILENT_SUCCESS: unsignaled successes retire without a completion; failures always complete.
+  if (status != CompletionStatus::kSuccess || (w.flags & kWqeSignaled)) {
+    Completion c;
+    c.context = w.context;
+    c.status = status;
+    c.op = w.op;
+    c.byte_length = status == CompletionStatus::kSuccess ? w.length : 0;
+    env_->complete_send(c);
+  }
+}
 
 }  // namespace uroce::proto

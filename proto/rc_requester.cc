@@ -79,10 +79,6 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   state_ = QpState::kReadyToSend;
 }
 
-uint32_t RcQp::packets_for(uint32_t length) const noexcept {
-  return length == 0 ? 1 : (length + attrs_.path_mtu - 1) / attrs_.path_mtu;
-}
-
 // First transmission of a WQE: check its local keys (IBTA C10-?: local protection
 // errors complete the WR in error) and give it its PSN range.
 bool RcQp::start_wqe(uint32_t index) noexcept {
@@ -247,31 +243,6 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     send_offset_ += length;
   }
   return true;
-}
-
-// The initiator depth counts exactly the READ/atomic requests that are out and
-// unanswered: the responder keeps only max_dest_rd_atomic of them to replay, so
-// exceeding it would make a lost response unrecoverable.
-void RcQp::retire_read(WqeProgress& pr) noexcept {
-  if (pr.counted_in_flight) {
-    pr.counted_in_flight = false;
-    --reads_in_flight_;
-  }
-}
-
-void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept {
-  const SendWqe& w = wqe(index);
-  retire_read(progress(index));
-  progress(index) = WqeProgress{};
-  // SILENT_SUCCESS: unsignaled successes retire without a completion; failures always complete.
-  if (status != CompletionStatus::kSuccess || (w.flags & kWqeSignaled)) {
-    Completion c;
-    c.context = w.context;
-    c.status = status;
-    c.op = w.op;
-    c.byte_length = status == CompletionStatus::kSuccess ? w.length : 0;
-    env_->complete_send(c);
-  }
 }
 
 // In the error state, everything posted completes flushed, in posting order.

@@ -28,6 +28,16 @@ void RcQp::request_ack(Psn psn, AethSyndrome syndrome) noexcept {
   ack_pending_ = true;
   ack_psn_ = psn;
   ack_syndrome_pending_ = syndrome;
+  ack_syndrome_at_send_ = false;
+}
+
+// An ACK whose syndrome advertises the receive credits as they are when it leaves: credits
+// count receive WQEs beyond the MSN the same ACK carries (rocev2.md §4.6), and send_ack()
+// reads that MSN then too. One credit count per coalesced ACK, not one per request.
+void RcQp::request_credit_ack(Psn psn) noexcept {
+  ack_pending_ = true;
+  ack_psn_ = psn;
+  ack_syndrome_at_send_ = true;
 }
 
 bool RcQp::send_ack(Psn psn, AethSyndrome syndrome) noexcept {
@@ -115,7 +125,7 @@ void RcQp::on_request(const ParsedPacket& p) noexcept {
   sequence_nak_sent_ = false;
   if (info.operation == Operation::kSend || info.operation == Operation::kRdmaWrite) {
     expected_psn_ = psn + 1;
-    if (p.bth().get(Bth::ack_req)) request_ack(psn, ack_syndrome());
+    if (p.bth().get(Bth::ack_req)) request_credit_ack(psn);
   }
 }
 
@@ -345,7 +355,7 @@ void RcQp::on_duplicate(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
   const Operation op = p.info->operation;
   if (op == Operation::kSend || op == Operation::kRdmaWrite) {
-    request_ack(expected_psn_ - 1, ack_syndrome());
+    request_credit_ack(expected_psn_ - 1);
     return;
   }
   const uint8_t limit = std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
@@ -426,7 +436,7 @@ unsigned RcQp::respond(unsigned budget) noexcept {
     if (r.atomic || pr.offset >= r.length) ++resp_head_;  // a zero-length READ is done after its one ONLY
   }
   if (resp_head_ == resp_tail_ && ack_pending_ && sent < budget) {
-    if (send_ack(ack_psn_, ack_syndrome_pending_)) {
+    if (send_ack(ack_psn_, ack_syndrome_at_send_ ? ack_syndrome() : ack_syndrome_pending_)) {
       ack_pending_ = false;
       ++sent;
     } else {
