@@ -50,6 +50,7 @@ constexpr uint16_t kMaxRawBurst = 64;
 
 WriteLoad::WriteLoad(const WriteLoadSetup& setup) : setup_(setup) {
   if (setup_.signal_every == 0) setup_.signal_every = 1;
+  next_signaled_ = setup_.signal_every;
   dataplane::SendQueue& sq = *setup_.send_queue;
   for (uint32_t i = 0; i < sq.capacity(); ++i) sq.slot(i) = setup_.wqe;
 }
@@ -98,7 +99,10 @@ bool WriteLoad::poll(void* self, dataplane::EngineContext&) {
       proto::SendWqe& slot = sq.slot(tail);
       const uint64_t index = w.posted_ + i;
       slot.context = index;
-      const bool signaled = (index + 1) % k == 0 || index + 1 == w.setup_.limit;
+      // Every k-th WRITE, counted without a division per WRITE (a 64-bit div was ~4% of the engine's time).
+      const bool every_kth = index + 1 == w.next_signaled_;
+      if (every_kth) w.next_signaled_ += k;
+      const bool signaled = every_kth || index + 1 == w.setup_.limit;
       slot.flags = signaled ? uint8_t{proto::kWqeSignaled} : uint8_t{0};
     }
     w.posted_ += n;

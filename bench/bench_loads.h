@@ -70,6 +70,7 @@ class WriteLoad {
   // Engine-only.
   uint64_t posted_ = 0;
   uint64_t completed_ = 0;
+  uint64_t next_signaled_ = 1;  // posted count (index + 1) of the next every-k-th signaled WRITE
   bool started_ = false;
   bool dumped_ = false;
   // Published for the control thread.
