@@ -61,9 +61,10 @@ run_case() {
   [[ $test == *_lat ]] && iters=$LAT_ITERS
   local args="-s $SIZE -n $iters -m $pmtu"
   local guest_cmd="ib_$test -d rxe0 -x \$RXE_GID_INDEX $args"
-  # uroce's ACK timeout is 16 (268 ms; perftest's -u, local to each side): with 14 (67 ms) x 8 tries, a TCG
-  # guest's occasional half-second stall alone exhausts uroce's retries (rxe treats retry_cnt 7 as forever).
-  local uroce_cmd=(ip netns exec "$NS" timeout 300 "$UROCE_PERF" "$test" $args -u 16 --timeout 120
+  # uroce's ACK timeout is 18 (1.07 s; perftest's -u, local to each side): with 14 (67 ms) x 8 tries, a TCG
+  # guest's stalls (over 2 s seen on a busy 2-core host) exhaust uroce's retries, and rxe, which treats
+  # retry_cnt 7 as forever, then never ends.
+  local uroce_cmd=(ip netns exec "$NS" timeout 300 "$UROCE_PERF" "$test" $args -u 18 --timeout 120
     "${UROCE_CONFIG_ARGS[@]}")
   local urc=0 grc=0 crc=0
   log "case $name"
