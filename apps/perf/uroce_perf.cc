@@ -286,7 +286,7 @@ std::optional<Options> parse(int argc, char** argv) {
 // Fails loudly: an NTSTATUS from a call the tool cannot do without.
 bool ok(NTSTATUS s, const char* what) {
   if (s == STATUS_SUCCESS) return true;
-  return complain("%s failed: NTSTATUS 0x%08x", what, static_cast<unsigned>(s));
+  return complain("%s failed: %s (0x%08x)", what, NdkStatusName(s), static_cast<unsigned>(s));
 }
 
 int64_t now_ns() {
@@ -636,8 +636,7 @@ bool Role::send_server(uint64_t size, BwReport& report) {
       for (uint32_t r = 0; r < n; ++r) {
         const uint64_t index = reinterpret_cast<uint64_t>(results[r].RequestContext);
         if (results[r].Status != STATUS_SUCCESS) {
-          complain("(server) receive %" PRIu64 " on QP %u failed: NTSTATUS 0x%08x", index, i,
-                   static_cast<unsigned>(results[r].Status));
+          complain("(server) receive %" PRIu64 " on QP %u failed: %s", index, i, NdkStatusName(results[r].Status));
           return false;
         }
         if (results[r].BytesTransferred != size) {
