@@ -153,6 +153,9 @@ class RcWorld {
     transport_ = std::move(t.value());
   }
   ~RcWorld() {
+    // The QPs go first, on their engines, then the players' queues and buffers: a test that stops early (a
+    // failed ASSERT) leaves traffic in flight, and engines kept executing it into freed memory.
+    for (auto& p : players_) p->release();
     players_.clear();
     transport_.reset();
     if (dataplane_) dataplane_->stop();
