@@ -54,6 +54,16 @@ void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedP
   qp.engine_.activate(qp);
 }
 
+// Tells the application which SQ slots it may reuse. Release: the engine's reads of retired WQEs happen before
+// the application overwrites them.
+void RcQueuePair::publish_send_queue_head() noexcept {
+  const uint32_t head = qp_.send_queue_head();
+  if (head != published_sq_head_) {
+    published_sq_head_ = head;
+    setup_.send_queue->publish_head(head);
+  }
+}
+
 bool RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
   // Acquire pairs with request_flush(): a flush asked for before the doorbell is seen here.
@@ -77,13 +87,7 @@ bool RcQueuePair::poll(EngineContext& ctx) noexcept {
   if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
   const unsigned sent = qp_.send(kPacketBudget);
   const unsigned answered = qp_.respond(kPacketBudget);
-  // Tell the application which SQ slots it may reuse. Release: the engine's reads of
-  // retired WQEs happen before the application overwrites them.
-  const uint32_t head = qp_.send_queue_head();
-  if (head != published_sq_head_) {
-    published_sq_head_ = head;
-    setup_.send_queue->publish_head(head);
-  }
+  publish_send_queue_head();  // the silent retirements since the last completion
   return sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses();
 }
 
@@ -142,6 +146,10 @@ uint32_t RcQueuePair::send_queue_tail() { return setup_.send_queue->tail(); }
 // A full CQ (overrun) drops the entry and fails the CQ: it is reported to the consumer
 // through the CQ (STATUS_BUFFER_OVERFLOW), never by overwriting unread entries.
 void RcQueuePair::complete_send(const proto::Completion& c) {
+  // NDK lets the consumer post again as soon as it has reaped a completion, so the WQE's slot goes back first:
+  // push() publishes the entry with a release store, which orders the head's store before it. (The completer
+  // has moved the SQ head past the WQE before it completes it; RcQp::complete_wqe.)
+  publish_send_queue_head();
   (void)setup_.send_cq->push(c, qpn_.value(), false, setup_.completion_context);
 }
 

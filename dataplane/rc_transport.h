@@ -83,6 +83,7 @@ class RcQueuePair final : public proto::RcEnv {
   // Sends, responds and runs timers; false when the QP has nothing left to do until
   // a packet or a doorbell arrives.
   bool poll(EngineContext& ctx) noexcept;
+  void publish_send_queue_head() noexcept;
 
   // Doorbell de-duplication: true if the caller must enqueue the QP (the flag was clear).
   bool claim_doorbell() noexcept { return !doorbell_pending_.exchange(true, std::memory_order_acq_rel); }

@@ -244,6 +244,8 @@ inline void RcQp::retire_read(WqeProgress& pr) noexcept {
   }
 }
 
+// Called with sq_oldest_ already past `index`, so that the environment may hand the slot back to the
+// application before the completion becomes visible (NDK: a reaped completion frees its slot).
 inline void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept {
   const SendWqe& w = wqe(index);
   retire_read(progress(index));

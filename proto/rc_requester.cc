@@ -261,8 +261,10 @@ void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
   if (state_ == QpState::kError) return;
   state_ = QpState::kError;
   const uint32_t tail = env_->send_queue_tail();
-  for (; sq_oldest_ != tail; ++sq_oldest_)
-    complete_wqe(sq_oldest_, sq_oldest_ == failing ? status : CompletionStatus::kWorkRequestFlushed);
+  while (sq_oldest_ != tail) {
+    const uint32_t index = sq_oldest_++;
+    complete_wqe(index, index == failing ? status : CompletionStatus::kWorkRequestFlushed);
+  }
   sq_next_ = sq_oldest_;
   send_offset_ = 0;
   env_->flush_receives();

@@ -1,6 +1,7 @@
 // Work requests end to end through the engines: every operation, every op flag, validation, flush and
 // CQ overrun (ndkpi.md §6.1, §9.6, §10.1, §10.6).
 #include <array>
+#include <thread>
 
 #include "api/provider.h"
 #include "api/tests/api_players.h"
@@ -167,6 +168,47 @@ TEST_F(Datapath, SilentSuccessesLeaveNoCompletionAndFreeTheirSlots) {
   const NdkResultEx failed = a->result();
   EXPECT_EQ(context_of(failed), 42u);
   EXPECT_EQ(failed.Status, STATUS_REMOTE_RESOURCES);
+}
+
+// ndkpi.md: a request's slot is the consumer's again once its completion has been reaped, so a full initiator
+// queue takes a new post right after a GetCqResults that returned a completion, with no retry. The engine hands
+// the slot back before the completion becomes visible; polling in a tight loop makes a late hand-back show.
+TEST_F(Datapath, AReapedCompletionFreesItsSlotAtOnce) {
+  PlayerOptions one;
+  one.send_depth = 1;
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair(one);
+  // Bulk traffic on a second pair, through the same engines, keeps their bursts long.
+  Player* c = nullptr;
+  Player* d = nullptr;
+  std::tie(c, d) = pair();
+  std::atomic<bool> stop{false};
+  // Stops and joins the bulk thread however the test body ends (an ASSERT returns early).
+  struct Joiner {
+    std::atomic<bool>& stop;
+    std::thread thread;
+    ~Joiner() {
+      stop.store(true);
+      thread.join();
+    }
+  } bulk{stop, std::thread([&] {
+           uintptr_t posted = 0, reaped = 0;
+           NdkResult r[16];
+           while (!stop.load()) {
+             while (posted - reaped < 32 && c->write(*d, 0, 0, 65536, posted) == STATUS_SUCCESS) ++posted;
+             reaped += c->cq->NdkGetCqResults(r, 16);
+           }
+           while (reaped < posted) reaped += c->cq->NdkGetCqResults(r, 16);
+         })};
+  for (uintptr_t i = 0; i < 3000; ++i) {
+    ASSERT_EQ(a->write(*b, 0, 0, 64, i), STATUS_SUCCESS) << "post " << i << " right after the previous completion";
+    NdkResult r;
+    const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+    while (a->cq->NdkGetCqResults(&r, 1) == 0) ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    ASSERT_EQ(r.Status, STATUS_SUCCESS);
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(r.RequestContext), i);
+  }
 }
 
 TEST_F(Datapath, ReadFenceMakesAWriteWaitForTheReadItForwards) {
