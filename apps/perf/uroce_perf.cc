@@ -286,7 +286,8 @@ std::optional<Options> parse(int argc, char** argv) {
 // Fails loudly: an NTSTATUS from a call the tool cannot do without.
 bool ok(NTSTATUS s, const char* what) {
   if (s == STATUS_SUCCESS) return true;
-  return complain("%s failed: %s (0x%08x)", what, NdkStatusName(s), static_cast<unsigned>(s));
+  const char* name = NdkStatusName(s);
+  return complain("%s failed: %s (0x%08x)", what, name != nullptr ? name : "NTSTATUS", static_cast<unsigned>(s));
 }
 
 int64_t now_ns() {
@@ -383,6 +384,7 @@ class Role {
   }
   NTSTATUS post(uint32_t qp, uint64_t context, uint64_t size, uint64_t offset, bool signalled);
   bool post_one(uint64_t context, uint64_t size);
+  bool await_completion(Clock::time_point last_progress, const char* op);
 
   const Options& o_;
   Side side_;
@@ -537,6 +539,16 @@ NTSTATUS Role::post(uint32_t i, uint64_t context, uint64_t size, uint64_t offset
 // engine hands a slot back before its completion is visible).
 bool Role::post_one(uint64_t context, uint64_t size) {
   return ok(post(0, context, size, 0, true), "posting the request");
+}
+
+// The latency tests' wait for the completion of their one outstanding request (QP 0's send CQ).
+bool Role::await_completion(Clock::time_point last_progress, const char* op) {
+  NdkResult result;
+  while (qps_[0].send_cq->NdkGetCqResults(&result, 1) == 0) {
+    if (stalled(last_progress))
+      return fail((std::string("the ") + op + " did not complete for --timeout seconds").c_str());
+  }
+  return ok(result.Status, (std::string(op) + " completion").c_str());
 }
 
 // perftest's run_iter_bw: per QP up to tx_depth requests outstanding, every cq_mod-th (and the last) signalled,
@@ -724,7 +736,6 @@ bool Role::run_bw() {
 bool Role::write_lat(uint64_t size) {
   // perftest's run_iter_lat_write: each side WRITEs `size` bytes whose last byte counts the messages, and waits
   // for the peer's count to appear in its own memory before the next; the server starts.
-  QpState& q = qps_[0];
   uint8_t* const post_byte = local(0) + size - 1;
   const uint8_t* const poll_byte = target(0) + size - 1;
   std::vector<int64_t> posted;
@@ -734,7 +745,6 @@ bool Role::write_lat(uint64_t size) {
   uint64_t sent = 0, completed = 0, received = 0;
   const auto start = Clock::now();
   auto last_progress = start;
-  NdkResult result;
   const auto time_up = [&] { return o_.duration && Clock::now() >= deadline; };
   while ((sent < iters || completed < iters || received < iters) && !time_up()) {
     if (received < iters && !(sent == 0 && !side_.client)) {
@@ -753,10 +763,7 @@ bool Role::write_lat(uint64_t size) {
       if (!post_one(sent, size)) return false;
     }
     if (completed < iters) {
-      while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
-        if (stalled(last_progress)) return fail("a WRITE did not complete for --timeout seconds");
-      }
-      if (!ok(result.Status, "RDMA WRITE completion")) return false;
+      if (!await_completion(last_progress, "RDMA WRITE")) return false;
       ++completed;
       last_progress = Clock::now();
     }
@@ -770,20 +777,15 @@ bool Role::write_lat(uint64_t size) {
 
 bool Role::read_lat(uint64_t size) {
   // perftest's run_iter_lat: one READ at a time; its round trip is the latency (no halving).
-  QpState& q = qps_[0];
   std::vector<int64_t> posted;
   const auto start = Clock::now();
   const auto deadline = start + std::chrono::seconds(o_.duration);
   auto last_progress = start;
   uint64_t done = 0;
-  NdkResult result;
   while (o_.duration ? Clock::now() < deadline : done < o_.iters) {
     if (!o_.duration) posted.push_back(now_ns());
     if (!post_one(done, size)) return false;
-    while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
-      if (stalled(last_progress)) return fail("a READ did not complete for --timeout seconds");
-    }
-    if (!ok(result.Status, "RDMA READ completion")) return false;
+    if (!await_completion(last_progress, "RDMA READ")) return false;
     ++done;
     last_progress = Clock::now();
   }
@@ -830,10 +832,7 @@ bool Role::send_lat(uint64_t size) {
     if (sent < iters && !time_up()) {
       if (!o_.duration) posted.push_back(now_ns());
       if (!post_one(++sent, size)) return false;
-      while (q.send_cq->NdkGetCqResults(&result, 1) == 0) {
-        if (stalled(last_progress)) return fail("a SEND did not complete for --timeout seconds");
-      }
-      if (!ok(result.Status, "SEND completion")) return false;
+      if (!await_completion(last_progress, "SEND")) return false;
     }
   }
   if (o_.duration)
