@@ -36,7 +36,7 @@ inline constexpr NTSTATUS STATUS_DEVICE_REMOVED = ntstatus(0xC00002B6);
 inline constexpr NTSTATUS STATUS_IMPLEMENTATION_LIMIT = ntstatus(0xC000042B);
 inline constexpr NTSTATUS NDIS_STATUS_BAD_VERSION = ntstatus(0xC0010004);
 
-// The symbolic name of an NTSTATUS above, for messages; nullptr for any other value.
+// The symbolic name of an NTSTATUS above, for messages; "unknown NTSTATUS" for any other value.
 constexpr const char* NdkStatusName(NTSTATUS status) noexcept {
   switch (status) {
     case STATUS_SUCCESS:
@@ -86,7 +86,7 @@ constexpr const char* NdkStatusName(NTSTATUS status) noexcept {
     case NDIS_STATUS_BAD_VERSION:
       return "NDIS_STATUS_BAD_VERSION";
     default:
-      return nullptr;
+      return "unknown NTSTATUS";
   }
 }
 

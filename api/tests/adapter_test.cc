@@ -2,11 +2,16 @@
 // parameter returns a status, never crashes, and never leaves a completion behind.
 #include <array>
 #include <limits>
+#include <string_view>
 
 #include "api/tests/api_players.h"
 
 namespace uroce::ndk::testing {
 namespace {
+
+static_assert(std::string_view(NdkStatusName(STATUS_CANCELLED)) == "STATUS_CANCELLED");
+static_assert(std::string_view(NdkStatusName(STATUS_REMOTE_RESOURCES)) == "STATUS_REMOTE_RESOURCES");
+static_assert(std::string_view(NdkStatusName(ntstatus(0xC0001234))) == "unknown NTSTATUS");
 
 TEST(AdapterOpen, NegotiatesTheVersionAsNdkpiDoes) {
   Adapter* adapter = nullptr;

@@ -286,8 +286,7 @@ std::optional<Options> parse(int argc, char** argv) {
 // Fails loudly: an NTSTATUS from a call the tool cannot do without.
 bool ok(NTSTATUS s, const char* what) {
   if (s == STATUS_SUCCESS) return true;
-  const char* name = NdkStatusName(s);
-  return complain("%s failed: %s (0x%08x)", what, name != nullptr ? name : "NTSTATUS", static_cast<unsigned>(s));
+  return complain("%s failed: %s (0x%08x)", what, NdkStatusName(s), static_cast<unsigned>(s));
 }
 
 int64_t now_ns() {

@@ -329,8 +329,7 @@ class Endpoint {
   static std::string status_text(NTSTATUS s) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(s));
-    const char* name = NdkStatusName(s);
-    return name != nullptr ? std::string(name) + " (" + hex + ")" : std::string(hex);
+    return std::string(NdkStatusName(s)) + " (" + hex + ")";
   }
 
  private:
