@@ -76,6 +76,11 @@ class Adapter : public ObjectHeader {
   // Returns once every notification and async completion handed to the notifier before the call has been
   // delivered (for tests and orderly shutdown; never call it from a callback).
   virtual void UroceWaitForNotifier() = 0;
+  // Stops the engines: from its return no packet is received or sent, though the ports stay open until
+  // NdkCloseAdapter, the only call valid afterwards (close every object first). Two processes joined by a
+  // shared-memory link (net_memif) both call it, meet out of band, and only then close their adapters: DPDK
+  // 22.11's memif PMD crashes a process whose engine polls while the peer closes its end.
+  virtual void UroceStopPolling() = 0;
 
  protected:
   using ObjectHeader::ObjectHeader;

@@ -98,6 +98,7 @@ class AdapterImpl final : public Adapter, public Lifetime {
   [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
   [[nodiscard]] uint16_t UroceEngineCount() const override;
   void UroceWaitForNotifier() override { notifier_->wait_idle(); }
+  void UroceStopPolling() override { dataplane_->stop_engines(); }
 
   [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
   [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }

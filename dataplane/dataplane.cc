@@ -165,12 +165,16 @@ Status Dataplane::bring_up(std::chrono::milliseconds link_timeout) {
 
 Dataplane::~Dataplane() { stop(); }
 
+void Dataplane::stop_engines() {
+  for (auto& engine : engines_) (void)engine->stop();
+}
+
 void Dataplane::stop() {
   if (published_) {
     publish_to_telemetry(nullptr);
     published_ = false;
   }
-  for (auto& engine : engines_) (void)engine->stop();
+  stop_engines();
   // Engines are stopped: the rings below have no producer or consumer left.
   if (capture_) capture_->close();
   for (auto& row : redirect_)

@@ -39,6 +39,11 @@ class Dataplane {
 
   // Stops the engines, closes the capture file, the ports and the pools. Idempotent. Counters stay readable.
   void stop();
+  // Stops the engines only: no packet is received or sent any more, while the ports stay open. Idempotent; after
+  // it only stop() is useful. Lets two processes on a shared-memory link (net_memif) both stop polling before
+  // either closes its end: DPDK 22.11's memif PMD unmaps its rings on disconnect even while the other side's
+  // lcore is inside a burst, and that side crashes (dpdk-env.md §4).
+  void stop_engines();
 
   [[nodiscard]] std::size_t engine_count() const noexcept { return engines_.size(); }
   [[nodiscard]] Engine& engine(EngineId e) noexcept { return *engines_[e]; }

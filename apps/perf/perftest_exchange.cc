@@ -155,10 +155,10 @@ bool PerftestSession::exchange_bw_reports(const BwReport& mine, BwReport& theirs
 bool PerftestSession::close_connection(const PerftestDest& mine) {
   PerftestDest theirs;
   if (!hand_shake(mine, theirs)) return false;
-  // Nobody reads "done", and the peer may already have closed: its fate does not matter.
+  // Nobody reads "done", and the peer may already have closed: its fate does not matter. The stream stays open
+  // for the end of two uroce processes (apps/common/peer_shutdown.h); perftest has closed its end by then.
   static constexpr char kDone[] = "done";
   (void)stream_.write_all(kDone, sizeof kDone);
-  stream_.close();
   return true;
 }
 

@@ -76,8 +76,10 @@ class PerftestSession {
   [[nodiscard]] bool exchange_mtu(uint32_t& mtu_bytes);
   [[nodiscard]] bool hand_shake(const PerftestDest& mine, PerftestDest& theirs);
   [[nodiscard]] bool exchange_bw_reports(const BwReport& mine, BwReport& theirs);
-  // perftest's ctx_close_connection: a last hand shake, then "done" (which nobody reads), then close.
+  // perftest's ctx_close_connection: a last hand shake, then "done" (which nobody reads). The stream stays open
+  // until the session ends, for stop_polling_with_peer().
   [[nodiscard]] bool close_connection(const PerftestDest& mine);
+  [[nodiscard]] const TcpStream& stream() const { return stream_; }
 
   [[nodiscard]] const std::string& error() const { return error_; }
 

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "api/ndk.h"
+#include "apps/common/peer_shutdown.h"
 #include "apps/common/tool_setup.h"
 #include "apps/perf/perf_report.h"
 #include "apps/perf/perftest_exchange.h"
@@ -988,8 +989,13 @@ int run_remote(const Options& o, const config::Config& cfg, std::size_t port, Ad
                        error);
   if (!stream) return complain("%s", error.c_str()), 1;
   PerftestSession session(std::move(*stream), o.client(), std::chrono::seconds(o.timeout));
-  Role role(o, Side{adapter, *ip, cfg.ports[port].device, o.client(), std::nullopt, stdout}, session);
-  return role.run() ? 0 : 1;
+  bool ran = false;
+  {
+    Role role(o, Side{adapter, *ip, cfg.ports[port].device, o.client(), std::nullopt, stdout}, session);
+    ran = role.run();
+  }  // the QPs and their resources are closed here
+  stop_polling_with_peer(*adapter, &session.stream());
+  return ran ? 0 : 1;
 }
 
 }  // namespace

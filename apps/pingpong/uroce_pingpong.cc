@@ -45,6 +45,7 @@
 #include <getopt.h>
 
 #include "api/ndk.h"
+#include "apps/common/peer_shutdown.h"
 #include "apps/common/tcp_stream.h"
 #include "apps/common/tool_setup.h"
 
@@ -441,15 +442,18 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
   char msg[kMessageSize];
   std::optional<Dest> rem;
   std::string error;
+  // Kept open to the end, where two uroce-pingpongs meet before closing (stop_polling_with_peer); ibv_rc_pingpong
+  // closes its end right after the exchange.
+  std::optional<TcpStream> tcp;
   if (client) {
-    const std::optional<TcpStream> tcp = TcpStream::connect(*o.host, o.tcp_port, exchange_deadline, error);
+    tcp = TcpStream::connect(*o.host, o.tcp_port, exchange_deadline, error);
     if (!tcp) return fail(error);
     const bool ok = tcp->write_all(my_msg.data(), my_msg.size()) && tcp->read_exact(msg, sizeof msg, exchange_deadline);
     if (!ok) return fail("couldn't read/write remote address");
     if (!(rem = parse_dest(msg))) return fail(std::string("malformed remote address '") + msg + "'");
     if (!tcp->write_all("done", sizeof "done")) return fail("couldn't send \"done\"");
   } else {
-    const std::optional<TcpStream> tcp = TcpStream::accept_one(
+    tcp = TcpStream::accept_one(
         o.bind, o.tcp_port, exchange_deadline,
         [&] { std::printf("  listening on TCP %s:%u\n", o.bind.empty() ? "*" : o.bind.c_str(), o.tcp_port); }, error);
     if (!tcp) return fail(error);
@@ -560,6 +564,7 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
   // Keep answering for a moment: the peer may still wait for our ACK of its last SEND.
   std::this_thread::sleep_for(std::chrono::milliseconds(o.linger_ms));
   ep.close();
+  apps::stop_polling_with_peer(adapter, &*tcp);
   const bool passed = other_errors == 0 && data_errors == 0;
   std::printf("%s %s: size %u mtu %u iters %u: sent %u received %u, %d data errors: %s\n", kTool,
               client ? "client" : "server", o.size, o.mtu, o.iters, scnt, rcnt, data_errors, passed ? "ok" : "FAILED");

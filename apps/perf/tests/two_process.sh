@@ -21,13 +21,15 @@ cases=(
 for c in "${cases[@]}"; do
   sock=/tmp/uroce-perf-memif-$$.sock
   rm -f "$sock"
-  # Each process needs its own hugepage file prefix, which the example configurations already give them.
+  # Each process needs its own hugepage file prefix; the example configurations' fixed ones would collide with any
+  # other run of them on this machine (a second copy of this test, a developer's), so make them unique.
   server_dev="net_memif0,role=server,id=0,socket=$sock,socket-abstract=no,bsize=8192"
   client_dev="net_memif0,role=client,id=0,socket=$sock,socket-abstract=no,bsize=8192"
   slog=$(mktemp /tmp/uroce-perf-server.XXXXXX)
   # shellcheck disable=SC2086
   timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
-    --config "$project/config/examples/memif-two-process-server.yaml" --device "$server_dev" >"$slog" 2>&1 &
+    --config "$project/config/examples/memif-two-process-server.yaml" --device "$server_dev" \
+    --set "eal.file_prefix=uroce-perf-s-$$" >"$slog" 2>&1 &
   server=$!
   # The memif client connects once, when its port starts: let the server's socket exist first. (The server's port
   # comes up only then, so it listens for the exchange after that; the client retries its TCP connect.)
@@ -35,7 +37,8 @@ for c in "${cases[@]}"; do
   client_status=0
   # shellcheck disable=SC2086
   timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
-    --config "$project/config/examples/memif-two-process-client.yaml" --device "$client_dev" 127.0.0.1 ||
+    --config "$project/config/examples/memif-two-process-client.yaml" --device "$client_dev" \
+    --set "eal.file_prefix=uroce-perf-c-$$" 127.0.0.1 ||
     client_status=$?
   server_status=0
   wait "$server" || server_status=$?
