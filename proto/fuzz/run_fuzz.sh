@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs a libFuzzer target for a bounded time on a seed corpus made from the rxe
-# captures. Any crash, sanitizer report or oracle abort fails (non-zero exit).
-# usage: run_fuzz.sh FUZZER CAPTURES_DIR|none SECONDS
+# captures, plus the inputs of past findings (REGRESSIONS_DIR, which libFuzzer runs
+# first, as corpus). Any crash, sanitizer report or oracle abort fails (non-zero exit).
+# usage: run_fuzz.sh FUZZER CAPTURES_DIR|none SECONDS [REGRESSIONS_DIR]
 set -euo pipefail
 fuzzer=$(realpath "$1") seconds=$3
 work=$(mktemp -d /tmp/uroce-fuzz.XXXXXX)
@@ -11,4 +12,4 @@ mkdir -p "$work/seeds"
 mkdir -p "$work/corpus"
 cd "$work"
 "$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -max_len=9000 -timeout=10 \
-  -artifact_prefix="$work/" "$work/corpus" "$work/seeds"
+  -artifact_prefix="$work/" "$work/corpus" "$work/seeds" ${4:+"$(realpath "$4")"}

@@ -150,7 +150,8 @@ class SimEndpoint final : public RcEnv {
   uint8_t* resolve(uint32_t key, uint64_t addr, uint32_t len, uint32_t access) {
     for (auto& r : regions_) {
       if (r->key != key || !r->valid || (r->access & access) != access) continue;
-      if (addr < r->addr() || addr + len > r->addr() + r->bytes.size()) return nullptr;
+      // As dataplane/memory_table.h checks it: addr + len can wrap (a hostile VA of 2^64 - 1 did in the fuzzer).
+      if (addr < r->addr() || len > r->bytes.size() || addr - r->addr() > r->bytes.size() - len) return nullptr;
       return reinterpret_cast<uint8_t*>(addr);
     }
     return nullptr;
