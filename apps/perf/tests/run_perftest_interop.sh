@@ -38,14 +38,6 @@ BW_ITERS=${INTEROP_BW_ITERS:-200}
 LAT_ITERS=${INTEROP_LAT_ITERS:-100}
 summary=()
 failures=0
-uroce_pid=""
-
-cleanup() {
-  if [ -n "$uroce_pid" ] && kill -0 "$uroce_pid" 2>/dev/null; then kill "$uroce_pid" 2>/dev/null; wait "$uroce_pid" 2>/dev/null; fi
-  harness_cleanup
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # Stops perftest processes left in the guest (a peer that failed leaves the other waiting forever).
 guest_kill() {

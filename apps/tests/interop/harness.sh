@@ -40,6 +40,8 @@ HARNESS_STATUS_FILE=${RXE_PEER_DIR:-/var/tmp/rxe-peer}/run/g1/share/status
 harness_started=0
 
 mkdir -p "$OUT"
+trap harness_cleanup EXIT
+trap 'exit 130' INT TERM
 log() { printf '[interop %(%T)T] %s\n' -1 "$*"; }
 
 # Exits 77 (meson's "skipped") when this machine cannot run the harness at all.
@@ -48,7 +50,16 @@ harness_require() {
   [ -x "$TOOLS/start.sh" ] || { log "no rxe-peer harness at $TOOLS"; exit 77; }
 }
 
+# The uroce process a case runs in the background, if any: harness_cleanup stops it.
+uroce_pid=""
+
+# Runs on exit (the traps set where this file is sourced): stops a uroce process left running, the capture, the veth, and a harness this
+# script started.
 harness_cleanup() {
+  if [ -n "$uroce_pid" ] && kill -0 "$uroce_pid" 2>/dev/null; then
+    kill "$uroce_pid" 2>/dev/null
+    wait "$uroce_pid" 2>/dev/null
+  fi
   "$TOOLS/capture.sh" stop >/dev/null 2>&1 || true
   ip -n "$NS" link del uroce0 >/dev/null 2>&1 || true
   if [ "$harness_started" = 1 ] && [ "${INTEROP_KEEP_HARNESS:-0}" != 1 ]; then

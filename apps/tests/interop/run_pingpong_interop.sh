@@ -30,14 +30,6 @@ harness_require
 
 summary=()
 failures=0
-uroce_pid=""
-
-cleanup() {
-  if [ -n "$uroce_pid" ] && kill -0 "$uroce_pid" 2>/dev/null; then kill "$uroce_pid" 2>/dev/null; wait "$uroce_pid" 2>/dev/null; fi
-  harness_cleanup
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # One case: role of uroce (server|client), path MTU, message size, iterations, [label, extra uroce-pingpong
 # options].
