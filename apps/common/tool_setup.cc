@@ -1,7 +1,9 @@
 #include "apps/common/tool_setup.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -131,6 +133,19 @@ std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool on
     return std::nullopt;
   }
   return out;
+}
+
+std::optional<uint64_t> parse_number(const char* tool, std::string_view option, const char* text, uint64_t min,
+                                     uint64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const unsigned long long v = std::strtoull(text, &end, 0);
+  if (end == text || *end != '\0' || errno != 0 || text[0] == '-' || v < min || v > max) {
+    std::fprintf(stderr, "%s: %.*s: '%s' is not a number from %llu to %llu\n", tool, static_cast<int>(option.size()),
+                 option.data(), text, static_cast<unsigned long long>(min), static_cast<unsigned long long>(max));
+    return std::nullopt;
+  }
+  return v;
 }
 
 sockaddr_storage to_sockaddr(const config::IpAddress& ip) {

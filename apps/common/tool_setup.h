@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/socket.h>
@@ -52,6 +53,11 @@ struct ToolConfig {
 // tool that talks to a remote peer drives one port; the default's second ring end would only be in the way).
 // Prints every error, naming the source, and returns nothing on failure.
 [[nodiscard]] std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool one_port, const char* tool);
+
+// A command-line number, decimal or 0x, in [min, max]; otherwise prints "<tool>: <option>: '<text>' is not a
+// number from min to max" and returns nothing.
+[[nodiscard]] std::optional<uint64_t> parse_number(const char* tool, std::string_view option, const char* text,
+                                                   uint64_t min, uint64_t max);
 
 // The port's first address as a socket address (port number 0), for UroceConnectAttributes.
 [[nodiscard]] sockaddr_storage to_sockaddr(const config::IpAddress& ip);

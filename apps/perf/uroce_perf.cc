@@ -175,15 +175,7 @@ std::optional<Options> parse(int argc, char** argv) {
         complain("%.*s needs a value", static_cast<int>(arg.size()), arg.data());
         return std::nullopt;
       }
-      char* end = nullptr;
-      errno = 0;
-      const unsigned long long v = std::strtoull(text.c_str(), &end, 0);
-      if (text.empty() || text[0] == '-' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-        complain("%.*s: '%s' is not a number from %" PRIu64 " to %" PRIu64, static_cast<int>(arg.size()), arg.data(),
-                 text.c_str(), lo, hi);
-        return std::nullopt;
-      }
-      return v;
+      return parse_number(kTool, arg, text.c_str(), lo, hi);
     };
     std::optional<uint64_t> v;
     if (is("-h", "--help")) {

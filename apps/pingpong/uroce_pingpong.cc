@@ -111,17 +111,8 @@ void usage(FILE* out) {
                kTool, kTool, kFill, apps::kConfigOptionsHelp);
 }
 
-// A whole decimal or 0x number in [min, max], or a message on stderr.
 std::optional<uint64_t> number(const char* option, const char* text, uint64_t min, uint64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(text, &end, 0);
-  if (end == text || *end != '\0' || errno != 0 || text[0] == '-' || v < min || v > max) {
-    std::fprintf(stderr, "%s: %s: '%s' is not a number from %llu to %llu\n", kTool, option, text,
-                 static_cast<unsigned long long>(min), static_cast<unsigned long long>(max));
-    return std::nullopt;
-  }
-  return v;
+  return apps::parse_number(kTool, option, text, min, max);
 }
 
 std::optional<Options> parse_options(int argc, char** argv) {

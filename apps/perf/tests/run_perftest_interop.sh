@@ -36,8 +36,6 @@ TESTS=${INTEROP_TESTS:-send_bw write_bw read_bw write_lat read_lat send_lat}
 SIZE=${INTEROP_SIZE:-5001}
 BW_ITERS=${INTEROP_BW_ITERS:-200}
 LAT_ITERS=${INTEROP_LAT_ITERS:-100}
-summary=()
-failures=0
 
 # Stops perftest processes left in the guest (a peer that failed leaves the other waiting forever).
 guest_kill() {
@@ -123,8 +121,4 @@ for pmtu in $PMTUS; do
   done
 done
 
-echo
-echo "=== uroce-perf <-> perftest 6.06 on rdma_rxe: interop summary ($((SECONDS - start)) s; logs, tables and captures: $OUT) ==="
-for line in "${summary[@]}"; do echo "$line"; done
-echo "=== $([ "$failures" = 0 ] && echo "all ${#summary[@]} cases passed" || echo "$failures of ${#summary[@]} FAILED") ==="
-[ "$failures" = 0 ]
+harness_summary "uroce-perf <-> perftest 6.06 on rdma_rxe: interop summary, $((SECONDS - start)) s; tables in the logs"

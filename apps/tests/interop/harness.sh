@@ -52,6 +52,19 @@ harness_require() {
 
 # The uroce process a case runs in the background, if any: harness_cleanup stops it.
 uroce_pid=""
+# One line per case (PASS/FAIL first) and the count of failed ones, for harness_summary.
+summary=()
+failures=0
+
+# Prints every case's line under TITLE and the verdict; the status is 0 only if no case failed.
+harness_summary() {
+  echo
+  echo "=== $1 (logs and captures: $OUT) ==="
+  local line
+  for line in "${summary[@]}"; do echo "$line"; done
+  echo "=== $([ "$failures" = 0 ] && echo "all ${#summary[@]} cases passed" || echo "$failures of ${#summary[@]} FAILED") ==="
+  [ "$failures" = 0 ]
+}
 
 # Runs on exit (the traps set where this file is sourced): stops a uroce process left running, the capture, the veth, and a harness this
 # script started.

@@ -28,8 +28,6 @@ PMTUS=${INTEROP_PMTUS:-1024 4096}
 harness_require
 [ -x "$PINGPONG" ] || { log "no uroce-pingpong at $PINGPONG"; exit 1; }
 
-summary=()
-failures=0
 
 # One case: role of uroce (server|client), path MTU, message size, iterations, [label, extra uroce-pingpong
 # options].
@@ -113,8 +111,4 @@ for pmtu in $PMTUS; do
   fi
 done
 
-echo
-echo "=== uroce <-> rdma_rxe ibv_rc_pingpong interop summary (logs and captures: $OUT) ==="
-for line in "${summary[@]}"; do echo "$line"; done
-echo "=== $([ "$failures" = 0 ] && echo "all ${#summary[@]} cases passed" || echo "$failures of ${#summary[@]} FAILED") ==="
-[ "$failures" = 0 ]
+harness_summary "uroce <-> rdma_rxe ibv_rc_pingpong interop summary"
