@@ -207,6 +207,7 @@ def main():
 
         if opcode in REQUEST:
             d["req_psns"].add(psn)
+            d.setdefault("req_frames", []).append(n)
             if opcode in FIRST or opcode in MIDDLE:
                 if payload != a.pmtu:
                     err(n, f"{name} carries {payload} bytes, PMTU is {a.pmtu}")
@@ -311,6 +312,24 @@ def main():
             if kind == 0 and rev is not None and psn not in rev["req_psns"]:
                 err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
 
+    # Whether each direction's final request was acknowledged on the wire, and what its sender did afterwards.
+    # A peer that exits once it has everything (ibv_rc_pingpong) leaves a sender whose last ACK was lost with
+    # nobody to answer its retransmissions; this line tells that case apart from a request that never arrived.
+    finals = {}
+    for (src, dst), d in dirs.items():
+        rev = dirs.get((dst, src))
+        if d["next_psn"] is None or rev is None:
+            continue
+        last = (d["next_psn"] - 1) & 0xFFFFFF
+        acked = next((n for n, psn, kind in rev.get("ack_psns", []) if kind == 0 and psn_diff(psn, last) >= 0), None)
+        if acked is None:
+            finals[(src, dst)] = f"final request PSN 0x{last:06x} never acknowledged by {dst}"
+        else:
+            after = sum(1 for n in d.get("req_frames", []) if n > acked)
+            answered = sum(1 for n, _, _ in rev.get("ack_psns", []) if n > acked)
+            finals[(src, dst)] = (f"final request PSN 0x{last:06x} acknowledged by {dst} in frame {acked}; "
+                                  f"{after} request packets after it, {answered} ACKs/NAKs after it")
+
     ok = not errors
     print(f"{a.pcap}: {roce} RoCE packets, other: {dict(other) or 'none'}")
     for (src, dst), d in sorted(dirs.items()):
@@ -321,6 +340,8 @@ def main():
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
                 f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}")
         print(line)
+        if (src, dst) in finals:
+            print(f"  {src} -> {dst}: {finals[(src, dst)]}")
         if d["missing_ackreq"]:
             errors.append(f"{src} -> {dst}: {d['missing_ackreq']} LAST/ONLY request packets without AckReq")
         if a.size and d["msgs"] and any(m != a.size for m in d["msgs"]):

@@ -12,6 +12,8 @@
 #   INTEROP_ITERS       ping-pong iterations per case (default 200)
 #   INTEROP_PMTUS       path MTUs to test (default "1024 4096"; 4096 restarts the guest with RXE_PEER_MTU=4200)
 #   INTEROP_EXTRA=0     skip the recovery cases (RNR NAKs, injected loss/duplication/reordering)
+#   INTEROP_CASES       only the cases whose name matches this extended regex (e.g. 'server-.*-faults')
+#   INTEROP_REPEAT      run each selected case this many times (default 1; for chasing rare failures)
 #   INTEROP_UROCE_ARGS  extra uroce-pingpong options for every case (e.g. "--ack-timeout 16": a slower local ACK
 #                       timeout for uroce; the guest's ibv_rc_pingpong always uses 14/7)
 #
@@ -33,11 +35,17 @@ harness_require
 # options].
 run_case() {
   local role=$1 pmtu=$2 size=$3 iters=$4 label=${5:-} extra=${6:-}
-  local name="uroce-$role-m$pmtu-s$size${label:+-$label}"
+  local name="uroce-$role-m$pmtu-s$size${label:+-$label}${INTEROP_RUN_TAG:-}"
   local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
   local urc=0 grc=0 crc=0 notes=""
   local guest_cmd="ibv_rc_pingpong -d rxe0 -g \$RXE_GID_INDEX -m $pmtu -s $size -n $iters -c"
   local limit=$((120 + iters * size / 20000))
+  [[ $name =~ ${INTEROP_CASES:-.} ]] || return 0
+  if [ "${INTEROP_REPEAT:-1}" -gt 1 ] && [ -z "${INTEROP_RUN_TAG:-}" ]; then
+    local repeat
+    for ((repeat = 1; repeat <= INTEROP_REPEAT; repeat++)); do INTEROP_RUN_TAG=-r$repeat run_case "$@"; done
+    return
+  fi
   log "case $name"
   "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
     { log "capture.sh start failed"; return 1; }
@@ -66,6 +74,20 @@ run_case() {
   grep -q 'iters in' "$glog" || { [ "$grc" = 0 ] && grc=98; }
   check_capture "$pcap" "$pmtu" "$name" --size "$size" --iters "$iters" || crc=$?
   notes+=$CHECK_NOTES
+  # ibv_rc_pingpong's protocol has no closing handshake: the side that receives the last message exits, and its
+  # QP with it. If the ACK for the other side's last message is then lost, that sender retries into silence and
+  # fails with "retry exceeded", although the peer received everything (on a real network as here). Only with
+  # injected loss is that likely (2% of ACKs dropped), so only there, and only when the capture proves it (the
+  # peer ACKed uroce's final request on the wire, then never answered again) and every other check passed, is it
+  # not a failure.
+  if [ "$label" = faults ] && [ "$urc" = 1 ] && [ "$grc" = 0 ] && [ "$crc" = 0 ] &&
+    grep -q '^Failed status STATUS_IO_TIMEOUT' "$ulog" &&
+    grep -q "sent $((iters - 1)) received $iters, 0 data errors" "$ulog" &&
+    grep -qE "^  $UROCE_IP -> $GUEST: final request PSN 0x[0-9a-f]+ acknowledged by $GUEST in frame [0-9]+; [0-9]+ request packets after it, 0 ACKs/NAKs after it" \
+      "$OUT/$name.check.log"; then
+    urc=0
+    notes+=" (uroce's last ACK lost to injection after the peer had exited: the ping-pong protocol's hazard)"
+  fi
   local retrans
   retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')
   local verdict=PASS
@@ -76,6 +98,10 @@ run_case() {
     tail -3 "$ulog" | sed 's/^/    uroce: /'
     tail -3 "$glog" | sed 's/^/    guest: /'
     grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
+    # The summary is often all a CI log keeps: carry uroce's own error line into it.
+    local uerr
+    uerr=$(grep -m1 -iE 'error|fail|no completion|expected|couldn' "$ulog" 2>/dev/null | cut -c1-160)
+    [ -n "$uerr" ] && notes+=" uroce:\"$uerr\""
   fi
   local naks
   naks=$(sed -n 's/.*, NAKs \([0-9]*\).*, RNR NAKs \([0-9]*\);.*/\1+\2rnr/p' "$OUT/$name.check.log" | paste -sd/ -)
