@@ -160,6 +160,7 @@ GroupAffinity AdapterImpl::UroceEngineAffinity(uint16_t engine) const {
 // affinity: round-robin. (Engines sharing one CPU cannot be told apart: the first wins.)
 dataplane::EngineId AdapterImpl::choose_engine(const GroupAffinity* affinity) noexcept {
   const auto engines = static_cast<uint32_t>(dataplane_->engine_count());
+  if (engines <= 1) return 0;  // nothing to choose (Dataplane::start refuses an empty eal.lcores)
   if (affinity == nullptr || affinity->Mask == 0 || affinity->Group != 0)
     return static_cast<dataplane::EngineId>(next_engine_.fetch_add(1, std::memory_order_relaxed) % engines);
   const auto& cpus = dataplane_->config().eal.lcores;

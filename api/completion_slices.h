@@ -55,7 +55,7 @@ class CompletionSlices {
       }
       if (old.empty()) taken += drain(*rings_[s], max - taken, visit);
     }
-    next_slice_ = (next_slice_ + 1) % n;
+    if (++next_slice_ >= n) next_slice_ = 0;
     return taken;
   }
 

@@ -10,9 +10,10 @@ namespace {
 
 NdkOperationType operation_type(const dataplane::CompletionEntry& e) noexcept {
   using proto::WorkOp;
-  if (e.is_receive)
+  if (e.is_receive) {
     return (e.completion.flags & proto::kCompletionWithInvalidate) ? NdkOperationTypeReceiveAndInvalidate
                                                                    : NdkOperationTypeReceive;
+  }
   switch (e.completion.op) {
     case WorkOp::kRdmaWrite:
     case WorkOp::kRdmaWriteWithImmediate:

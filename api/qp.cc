@@ -42,13 +42,13 @@ std::optional<config::IpAddress> ip_of(const sockaddr* address) noexcept {
   if (address == nullptr) return std::nullopt;
   config::IpAddress ip;
   if (address->sa_family == AF_INET) {
-    sockaddr_in in;
+    sockaddr_in in{};
     std::memcpy(&in, address, sizeof in);
     std::memcpy(ip.bytes.data(), &in.sin_addr, 4);
     return ip;
   }
   if (address->sa_family == AF_INET6) {
-    sockaddr_in6 in6;
+    sockaddr_in6 in6{};
     std::memcpy(&in6, address, sizeof in6);
     ip.is_v6 = true;
     std::memcpy(ip.bytes.data(), &in6.sin6_addr, 16);
@@ -343,9 +343,10 @@ NTSTATUS QpImpl::post_transfer(proto::WorkOp op, void* context, const NdkSge* sg
     w.sge[0] = {reinterpret_cast<uint64_t>(data), static_cast<uint32_t>(total), proto::LocalToken{}};
   } else {
     w.num_sge = static_cast<uint8_t>(sge_count);
-    for (uint32_t i = 0; i < sge_count; ++i)
+    for (uint32_t i = 0; i < sge_count; ++i) {
       w.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
                   proto::LocalToken{sgl[i].MemoryRegionToken}};
+    }
   }
   w.remote_addr = remote_address;
   w.rkey = proto::RemoteToken{remote_token};
@@ -468,9 +469,10 @@ NTSTATUS QpImpl::NdkReceive(void* request_context, const NdkSge* sgl, uint32_t s
   proto::RecvWqe& r = rq_->slot(rq_written_);
   r.context = reinterpret_cast<uintptr_t>(request_context);
   r.num_sge = static_cast<uint8_t>(sge_count);
-  for (uint32_t i = 0; i < sge_count; ++i)
+  for (uint32_t i = 0; i < sge_count; ++i) {
     r.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
                 proto::LocalToken{sgl[i].MemoryRegionToken}};
+  }
   rq_->publish_tail(++rq_written_);  // release: the engine's pop sees the WQE
   // Receives are taken when a message arrives; a dead QP instead flushes them when polled, so wake it.
   if (flushed_.load(std::memory_order_relaxed) || transport_qp_->failed_after_receive_post())

@@ -38,7 +38,7 @@ void BM_Parse(benchmark::State& state) {
   std::vector<uint8_t> frame(packet_size(spec));
   if (build_packet(spec, frame) != frame.size()) state.SkipWithError("build failed");
   const ParseOptions options{.verify_icrc = verify_icrc};
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     const ParseResult r = parse_packet(frame, options);
     benchmark::DoNotOptimize(r);
   }
@@ -53,7 +53,7 @@ void BM_Build(benchmark::State& state) {
   const PacketSpec spec = write_spec(opcode_for(len), payload);
   std::vector<uint8_t> frame(packet_size(spec));
   Psn psn{0};
-  for (auto _ : state) {
+  for ([[maybe_unused]] auto _ : state) {
     PacketSpec s = spec;
     s.psn = ++psn;
     benchmark::DoNotOptimize(build_packet(s, frame));

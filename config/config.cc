@@ -740,8 +740,9 @@ std::optional<std::size_t> find_element(const YAML::Node& list, const std::strin
 }
 
 // Walks `key` from the root, adding missing map keys, and sets the node it names to `value` (YAML text).
-// Returns an error message, or nothing when the override applied.
-std::optional<std::string> apply_override(YAML::Node root, const Override& o) {
+// Returns an error message, or nothing when the override applied. A YAML::Node is a handle, so `root` is
+// const and still edited: `node` starts as another handle on its document.
+std::optional<std::string> apply_override(const YAML::Node& root, const Override& o) {
   std::string_view rest = o.key;
   YAML::Node node;
   node.reset(root);

@@ -45,7 +45,8 @@ class Dataplane {
   // lcore is inside a burst, and that side crashes (dpdk-env.md §4).
   void stop_engines();
 
-  [[nodiscard]] std::size_t engine_count() const noexcept { return engines_.size(); }
+  // At most kMaxEngines: start() refuses more lcores.
+  [[nodiscard]] EngineId engine_count() const noexcept { return static_cast<EngineId>(engines_.size()); }
   [[nodiscard]] Engine& engine(EngineId e) noexcept { return *engines_[e]; }
   [[nodiscard]] const Engine& engine(EngineId e) const noexcept { return *engines_[e]; }
   [[nodiscard]] std::size_t port_count() const noexcept { return ports_ ? ports_->size() : 0; }

@@ -142,7 +142,7 @@ std::size_t CaptureRing::drain(Fn&& fn) {
       head += (mask_ + 1) - (head & mask_);
       continue;
     }
-    Header h;
+    Header h{};
     std::memcpy(&h, at, sizeof(h));
     fn(Record{h.interface, static_cast<CaptureDirection>(h.direction), h.original_length, h.tsc,
               std::span<const uint8_t>(at + sizeof(Header), h.captured_length)});

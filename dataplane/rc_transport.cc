@@ -302,7 +302,9 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
 }
 
 RcTransport::~RcTransport() {
-  for (EngineId e = 0; e < engines_.size(); ++e) (void)dataplane_.engine(e).remove_poller(engines_[e].get());
+  for (std::size_t e = 0; e < engines_.size(); ++e) {
+    (void)dataplane_.engine(static_cast<EngineId>(e)).remove_poller(engines_[e].get());
+  }
   for (auto& qp : qps_) (void)dataplane_.engine(engine_of(qp->qpn())).unregister_qp(qp->qpn());
 }
 
@@ -376,9 +378,10 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   attrs.path_mtu = std::min(attributes.path_mtu, peer.path_mtu);
   attrs.max_rd_atomic = std::min(attributes.max_rd_atomic, peer.max_dest_rd_atomic);
   attrs.access = qp.setup().access;
-  if (port.mtu < attrs.path_mtu + 80)
+  if (port.mtu < attrs.path_mtu + 80) {
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));
+  }
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
     qp.ctx_ = &ctx;
     qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);

@@ -13,7 +13,8 @@ static_assert(std::endian::native == std::endian::little, "stamp_ipv4 builds wir
 constexpr std::size_t kHeadIp = 8;
 constexpr std::size_t kHeadUdp = kHeadIp + Ipv4::kSize;
 constexpr std::size_t kHeadBth = kHeadUdp + Udp::kSize;
-static_assert(kHeadBth + Bth::kSize == 6 * 8, "the IPv4 head is exactly six words, three 16-byte blocks");
+static_assert(kHeadBth + Bth::kSize == 6 * sizeof(uint64_t),
+              "the IPv4 head is exactly six words, three 16-byte blocks");
 
 // A 16-byte block of two words (GCC/clang vector extension), stored with one 16-byte store.
 using WordPair = uint64_t __attribute__((vector_size(16)));

@@ -210,7 +210,7 @@ class RcQp {
   uint32_t write_length_ = 0;
   std::array<Resource, kMaxResponderResources> resources_{};
   uint8_t resource_next_ = 0;
-  std::array<PendingResponse, kMaxResponderResources * 2> responses_{};
+  std::array<PendingResponse, std::size_t{kMaxResponderResources} * 2> responses_{};
   uint32_t resp_head_ = 0;
   uint32_t resp_tail_ = 0;
   bool ack_pending_ = false;

@@ -29,6 +29,15 @@ TEST(AdapterOpen, NegotiatesTheVersionAsNdkpiDoes) {
   NdkCloseAdapter(adapter);
 }
 
+// Every CQ and SRQ is placed on an engine (AdapterImpl::choose_engine), so an adapter without one must not open.
+TEST(AdapterOpen, RefusesAConfigurationWithoutEngines) {
+  config::Config config = api_test_config();
+  config.eal.lcores.clear();
+  Adapter* adapter = nullptr;
+  EXPECT_EQ(NdkOpenAdapter(config, kNdkVersion, &adapter), STATUS_INSUFFICIENT_RESOURCES);
+  EXPECT_EQ(adapter, nullptr);
+}
+
 class AdapterTest : public ApiTest {};
 
 TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {

@@ -110,7 +110,8 @@ std::vector<NdkResultEx> Player::drain() {
 }
 
 void Player::fill(std::size_t offset, std::size_t length, uint8_t seed) {
-  for (std::size_t i = 0; i < length; ++i) buffer[offset + i] = static_cast<uint8_t>(i * 131 + seed * 7 + (i >> 9));
+  for (std::size_t i = 0; i < length; ++i)
+    buffer[offset + i] = static_cast<uint8_t>(i * 131 + std::size_t{seed} * 7 + (i >> 9));
 }
 
 void connect(Player& a, Player& b, uint32_t path_mtu) {
@@ -152,7 +153,7 @@ void traffic(Player& a, Player& b, int n, uint32_t length) {
 
 // ------------------------------------------------------------------------------------------------ ApiTest
 
-Adapter* ApiTest::adapter_ = nullptr;
+Adapter* ApiTest::shared_adapter = nullptr;
 
 config::Config api_test_config() {
   config::Config c = dataplane::testing::loopback_config();
@@ -161,16 +162,16 @@ config::Config api_test_config() {
 }
 
 void ApiTest::SetUpTestSuite() {
-  ASSERT_EQ(NdkOpenAdapter(api_test_config(), NdkVersion{1, 2}, &adapter_), STATUS_SUCCESS);
+  ASSERT_EQ(NdkOpenAdapter(api_test_config(), NdkVersion{1, 2}, &shared_adapter), STATUS_SUCCESS);
 }
 
 void ApiTest::TearDownTestSuite() {
-  if (adapter_ != nullptr) NdkCloseAdapter(adapter_);
-  adapter_ = nullptr;
+  if (shared_adapter != nullptr) NdkCloseAdapter(shared_adapter);
+  shared_adapter = nullptr;
 }
 
 Player& ApiTest::player(PlayerOptions options) {
-  players_.push_back(std::make_unique<Player>(*adapter_, options));
+  players_.push_back(std::make_unique<Player>(*shared_adapter, options));
   return *players_.back();
 }
 

@@ -132,16 +132,16 @@ class ApiTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite();
   static void TearDownTestSuite();
-  [[nodiscard]] static Adapter& adapter() { return *adapter_; }
+  [[nodiscard]] static Adapter& adapter() { return *shared_adapter; }
   // Players made by the test; closed (in reverse) at TearDown, before the suite closes the adapter.
   Player& player(PlayerOptions options = {});
   // A connected pair: A on engine 0, B on engine 1. Tests take it with std::tie, not a structured binding:
   // clang 14 lambdas cannot capture structured bindings.
   std::pair<Player*, Player*> pair(PlayerOptions a = {}, PlayerOptions b = {});
-  void SetUp() override { ASSERT_NE(adapter_, nullptr) << "the adapter did not open"; }
+  void SetUp() override { ASSERT_NE(shared_adapter, nullptr) << "the adapter did not open"; }
   void TearDown() override;
 
-  static Adapter* adapter_;
+  static Adapter* shared_adapter;
   std::vector<std::unique_ptr<Player>> players_;
 };
 

@@ -97,7 +97,7 @@ TEST_F(Datapath, DeferredPostsStayInvisibleToTheEngineUntilAPostWithoutDefer) {
   std::tie(a, b) = pair();
   auto& qp = static_cast<detail::QpImpl&>(*a->qp);
   const uint32_t tail = qp.published_send_tail();
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(b->receive(4096 * i, 100, 10 + i), STATUS_SUCCESS);
+  for (std::size_t i = 0; i < 3; ++i) ASSERT_EQ(b->receive(4096 * i, 100, 10 + i), STATUS_SUCCESS);
   ASSERT_EQ(a->send(0, 100, 1, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
   ASSERT_EQ(a->send(0, 100, 2, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
   EXPECT_EQ(qp.published_send_tail(), tail) << "the engine reads only the published tail";
@@ -304,7 +304,7 @@ TEST_F(Datapath, CqOverrunIsReportedAndCorruptsNothing) {
   }
   EXPECT_EQ(r[4].Status, STATUS_BUFFER_OVERFLOW);
   EXPECT_EQ(a->cq->NdkGetCqResults(r.data(), 16), 0u) << "nothing further";
-  EXPECT_EQ(std::memcmp(a->buffer, b->buffer, 8 * 1024), 0) << "all eight WRITEs landed";
+  EXPECT_EQ(std::memcmp(a->buffer, b->buffer, 8 * std::size_t{1024}), 0) << "all eight WRITEs landed";
   a->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
   adapter().UroceWaitForNotifier();
   EXPECT_EQ(a->notifications.count.load(), 1) << "the overrun is reported once";

@@ -10,14 +10,16 @@ namespace {
 
 class Memory : public ApiTest {
  protected:
+  static constexpr std::size_t kPageSize = detail::kPageSize;  // the adapter page
+
   // A fast-register MR over `pages` pages of `p`'s buffer from `offset`, registered through p's QP.
   Mr* fast_register(Player& p, std::size_t offset, uint32_t pages, uint32_t flags, uintptr_t context) {
     Mr* mr = nullptr;
     EXPECT_EQ(p.pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
     EXPECT_EQ(mr->NdkInitializeFastRegisterMr(pages, true, nullptr, nullptr), STATUS_SUCCESS);
     std::vector<NdkLogicalAddress> list;
-    for (uint32_t i = 0; i < pages; ++i) list.push_back(p.address(offset + 4096 * i));
-    EXPECT_EQ(p.qp->NdkFastRegister(reinterpret_cast<void*>(context), mr, pages, list.data(), 0, 4096 * pages,
+    for (uint32_t i = 0; i < pages; ++i) list.push_back(p.address(offset + kPageSize * i));
+    EXPECT_EQ(p.qp->NdkFastRegister(reinterpret_cast<void*>(context), mr, pages, list.data(), 0, kPageSize * pages,
                                     p.buffer + offset, flags),
               STATUS_SUCCESS);
     return mr;
@@ -188,7 +190,7 @@ TEST_F(SharedReceiveQueue, OneQueueFeedsSeveralQpsAndSignalsItsLimit) {
   ASSERT_EQ(pd->NdkCreateSrq(64, 2, 0, &Notifications::callback, &limit, &engine1, nullptr, nullptr, &srq),
             STATUS_SUCCESS);
   // Two receivers on engine 1 share the SRQ; their buffers come from one MR of the SRQ's PD.
-  std::vector<uint8_t> buffer(64 * 1024);
+  std::vector<uint8_t> buffer(64 * std::size_t{1024});
   Mr* mr = nullptr;
   ASSERT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
   ASSERT_EQ(mr->NdkRegisterMr(buffer.data(), buffer.size(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr),

@@ -51,7 +51,7 @@ TEST_P(ArmMerge, TheSecondArmMergesAsTheTableSays) {
   Player* a = nullptr;
   Player* b = nullptr;
   std::tie(a, b) = pair();
-  for (int i = 0; i < 2; ++i) ASSERT_EQ(b->receive(4096 * i, 64, 10 + i), STATUS_SUCCESS);
+  for (std::size_t i = 0; i < 2; ++i) ASSERT_EQ(b->receive(4096 * i, 64, 10 + i), STATUS_SUCCESS);
   b->cq->NdkArmCq(first);
   b->cq->NdkArmCq(second);
 
@@ -139,12 +139,13 @@ TEST_F(Notify, CallbacksAreSerialisedPerCqUnderLoad) {
         STATUS_SUCCESS);
     seen[side].on_notify = [&, side](NTSTATUS) {
       NdkResultEx r[64];
-      while (uint32_t n = shared[side]->NdkGetCqResultsEx(r, 64))
+      while (uint32_t n = shared[side]->NdkGetCqResultsEx(r, 64)) {
         for (uint32_t i = 0; i < n; ++i) {
           EXPECT_EQ(r[i].Status, STATUS_SUCCESS) << "side " << side << " type " << r[i].Type << " context "
                                                  << r[i].RequestContext << " error " << r[i].ProviderErrorCode;
           if (r[i].Type == NdkOperationTypeReceive) received[side].fetch_add(1);
         }
+      }
       shared[side]->NdkArmCq(NDK_CQ_NOTIFY_ANY);
     };
   }

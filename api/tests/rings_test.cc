@@ -61,7 +61,7 @@ TEST(CompletionSlices, EachSliceStaysInOrderAndSlicesAreDrainedInTurn) {
 
 // ndkpi.md §10.2, both arms before anything fires, for every kind of completion.
 TEST(CompletionSlices, TheArmMergeTable) {
-  const ArmLevel E = ArmLevel::kErrors, A = ArmLevel::kAny, S = ArmLevel::kSolicited;
+  constexpr ArmLevel E = ArmLevel::kErrors, A = ArmLevel::kAny, S = ArmLevel::kSolicited;
   const ArmLevel levels[3] = {E, A, S};
   const ArmLevel table[3][3] = {{E, A, S}, {A, A, A}, {S, A, S}};  // [first][second], as printed in §10.2
   for (int f = 0; f < 3; ++f) {
@@ -229,6 +229,7 @@ TEST(Notifier, DeliversEveryNotificationSerialisedPerTargetOffTheCallersThreads)
   Notifier notifier(64);
   SerialTarget targets[2];
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
       for (int i = 0; i < kEach; ++i) notifier.notify(&targets[(t + i) % 2]);
@@ -319,6 +320,7 @@ TEST(MemoryTable, ReadersNeverSeeATornRegion) {
   });
   uint64_t hits = 0;
   std::vector<std::thread> readers;
+  readers.reserve(2);
   std::atomic<uint64_t> total_hits{0};
   for (int t = 0; t < 2; ++t) {
     readers.emplace_back([&] {

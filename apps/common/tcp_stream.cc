@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <thread>
 
 #include <netdb.h>
@@ -12,6 +11,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include "apps/common/errno_text.h"
 
 namespace uroce::apps {
 
@@ -78,7 +79,7 @@ std::optional<TcpStream> TcpStream::connect(const std::string& host, unsigned po
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  error = "cannot connect to " + host + ":" + service + ": " + std::strerror(last_errno);
+  error = "cannot connect to " + host + ":" + service + ": " + errno_text(last_errno);
   return std::nullopt;
 }
 
@@ -112,7 +113,7 @@ std::optional<TcpStream> TcpStream::accept_one(const std::string& bind_address, 
     }
   }
   if (listener.fd_ < 0) {
-    error = "cannot listen on TCP port " + service + ": " + std::strerror(last_errno);
+    error = "cannot listen on TCP port " + service + ": " + errno_text(last_errno);
     return std::nullopt;
   }
   if (listening) listening();
@@ -122,7 +123,7 @@ std::optional<TcpStream> TcpStream::accept_one(const std::string& bind_address, 
   }
   const int fd = ::accept(listener.fd_, nullptr, nullptr);
   if (fd < 0) {
-    error = std::string("accept failed: ") + std::strerror(errno);
+    error = "accept failed: " + errno_text(errno);
     return std::nullopt;
   }
   const int one = 1;

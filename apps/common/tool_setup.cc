@@ -16,17 +16,17 @@ namespace {
 // A shortcut option and the key it sets, relative to the chosen port or from the root.
 struct Shortcut {
   std::string_view option;
-  bool on_port;
   std::string_view key;
+  bool on_port;
   bool as_list;  // the value becomes a one-element list ([ADDR])
 };
 
 constexpr Shortcut kShortcuts[] = {
-    {"--device", true, "device", false},
-    {"--ip", true, "addresses", true},
-    {"--mac", true, "mac", false},
-    {"--lcores", false, "eal.lcores", false},
-    {"--capture", false, "capture.pcapng_path", false},
+    {"--device", "device", true, false},
+    {"--ip", "addresses", true, true},
+    {"--mac", "mac", true, false},
+    {"--lcores", "eal.lcores", false, false},
+    {"--capture", "capture.pcapng_path", false, false},
 };
 
 }  // namespace
@@ -87,8 +87,7 @@ std::optional<ConfigOptions> take_config_options(int& argc, char** argv, const c
       }
       options.settings.push_back({false, {std::string(value.substr(0, eq)), std::string(value.substr(eq + 1))}});
     } else {
-      std::string text(value);
-      if (shortcut->as_list) text = "[" + text + "]";
+      std::string text = shortcut->as_list ? std::string("[").append(value).append("]") : std::string(value);
       options.settings.push_back({shortcut->on_port, {std::string(shortcut->key), std::move(text)}});
     }
   }

@@ -31,7 +31,7 @@ struct ConfigOptions {
   std::string path;  // empty: the embedded default
   std::string port;  // empty: the first configured port
   struct Setting {
-    bool on_port;  // the key is relative to the chosen port ("device"), else from the root ("rdma.path_mtu")
+    bool on_port = false;  // the key is relative to the chosen port ("device"), else from the root ("rdma.path_mtu")
     config::Override override;
   };
   std::vector<Setting> settings;  // in command-line order

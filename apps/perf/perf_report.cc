@@ -10,11 +10,11 @@ namespace {
 
 const char* verb_name(Verb v) {
   switch (v) {
-    case Verb::Send:
+    case Verb::kSend:
       return "Send";
-    case Verb::Write:
+    case Verb::kWrite:
       return "RDMA_Write";
-    case Verb::Read:
+    case Verb::kRead:
       return "RDMA_Read";
   }
   return "?";
@@ -25,20 +25,21 @@ const char* verb_name(Verb v) {
 void print_description(FILE* out, const TestDescription& d) {
   std::fprintf(out, "%s", kRule);
   std::fprintf(out, "                    %s %s Test\n", verb_name(d.verb),
-               d.kind == TestKind::Bandwidth ? "BW" : "Latency");
+               d.kind == TestKind::kBandwidth ? "BW" : "Latency");
   std::fprintf(out, " Dual-port       : OFF\t\tDevice         : %s\n", d.device.c_str());
   std::fprintf(out, " Number of qps   : %u\t\tTransport type : IB\n", d.qps);
   std::fprintf(out, " Connection type : RC\t\tUsing SRQ      : OFF\n");
   if (d.client) std::fprintf(out, " TX depth        : %u\n", d.tx_depth);
-  if (d.verb == Verb::Send && !d.client) std::fprintf(out, " RX depth        : %u\n", d.rx_depth);
-  if (d.kind == TestKind::Bandwidth) std::fprintf(out, " CQ Moderation   : %u\n", d.cq_moderation);
+  if (d.verb == Verb::kSend && !d.client) std::fprintf(out, " RX depth        : %u\n", d.rx_depth);
+  if (d.kind == TestKind::kBandwidth) std::fprintf(out, " CQ Moderation   : %u\n", d.cq_moderation);
   std::fprintf(out, " Mtu             : %u[B]\n", d.mtu);
   std::fprintf(out, " Link type       : Ethernet\n");
   if (d.gid_index) std::fprintf(out, " GID index       : %u\n", *d.gid_index);
-  if (d.verb == Verb::Read)
+  if (d.verb == Verb::kRead) {
     std::fprintf(out, " Outstand reads  : %u\n", d.out_reads);
-  else
+  } else {
     std::fprintf(out, " Max inline data : 0[B]\n");
+  }
   std::fprintf(out, " rdma_cm QPs\t : OFF\n");
   std::fprintf(out, " Data ex. method : %s\n", d.exchange.c_str());
   std::fprintf(out, "%s", kRule);
@@ -47,8 +48,8 @@ void print_description(FILE* out, const TestDescription& d) {
 void print_dest(FILE* out, bool local, Verb verb, const PerftestDest& dest) {
   std::fprintf(out, " %s address: LID %#04x QPN %#06x PSN %#06x", local ? "local" : "remote", dest.lid, dest.qpn,
                dest.psn);
-  if (verb == Verb::Read) std::fprintf(out, " OUT %#04x", dest.out_reads);
-  if (verb != Verb::Send) std::fprintf(out, " RKey %#08x VAddr %#016" PRIx64, dest.rkey, dest.vaddr);
+  if (verb == Verb::kRead) std::fprintf(out, " OUT %#04x", dest.out_reads);
+  if (verb != Verb::kSend) std::fprintf(out, " RKey %#08x VAddr %#016" PRIx64, dest.rkey, dest.vaddr);
   std::fprintf(out, "\n GID:");
   // perftest prints the GID bytes in decimal.
   for (std::size_t i = 0; i < dest.gid.size(); ++i) std::fprintf(out, "%s%02d", i ? ":" : " ", dest.gid[i]);
@@ -63,12 +64,13 @@ void print_bw_header(FILE* out, bool gbits) {
 
 void print_bw_line(FILE* out, const BwReport& r, bool gbits) {
   // perftest switches to six decimals when a Gb/s average would otherwise print as 0.0x.
-  if (gbits && r.bw_avg < 0.1)
+  if (gbits && r.bw_avg < 0.1) {
     std::fprintf(out, " %-7" PRIu64 "    %" PRIu64 "           %-7.6f            %-7.6f            %-7.6f\n", r.size,
                  r.iters, r.bw_peak, r.bw_avg, r.msg_rate);
-  else
+  } else {
     std::fprintf(out, " %-7" PRIu64 "    %-10" PRIu64 "       %-7.2f            %-7.2f\t\t   %-7.6f\n", r.size, r.iters,
                  r.bw_peak, r.bw_avg, r.msg_rate);
+  }
   std::fflush(out);
 }
 
@@ -98,12 +100,13 @@ BwReport bw_report(uint64_t size, uint64_t messages, const BwTimes& t, bool gbit
 
 void print_lat_header(FILE* out, bool duration) {
   std::fprintf(out, "%s", kRule);
-  if (duration)
+  if (duration) {
     std::fprintf(out, " #bytes        #iterations       t_avg[usec]    tps average\n");
-  else
+  } else {
     std::fprintf(out,
                  " #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   "
                  "99%% percentile[usec]   99.9%% percentile[usec] \n");
+  }
 }
 
 void print_lat_line(FILE* out, uint64_t size, const std::vector<int64_t>& posted_ns, int rtt_factor) {

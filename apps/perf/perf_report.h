@@ -12,12 +12,12 @@
 
 namespace uroce::apps::perf {
 
-enum class Verb { Send, Write, Read };  // perftest's order: its tables name them Send, RDMA_Write, RDMA_Read
-enum class TestKind { Bandwidth, Latency };
+enum class Verb { kSend, kWrite, kRead };  // perftest's order: its tables name them Send, RDMA_Write, RDMA_Read
+enum class TestKind { kBandwidth, kLatency };
 
 struct TestDescription {
-  Verb verb = Verb::Write;
-  TestKind kind = TestKind::Bandwidth;
+  Verb verb = Verb::kWrite;
+  TestKind kind = TestKind::kBandwidth;
   bool client = true;
   std::string device;
   uint32_t qps = 1;

@@ -50,12 +50,13 @@ struct Mode {
   TestKind kind;
 };
 constexpr Mode kModes[] = {
-    {"write_bw", Verb::Write, TestKind::Bandwidth}, {"read_bw", Verb::Read, TestKind::Bandwidth},
-    {"send_bw", Verb::Send, TestKind::Bandwidth},   {"write_lat", Verb::Write, TestKind::Latency},
-    {"read_lat", Verb::Read, TestKind::Latency},    {"send_lat", Verb::Send, TestKind::Latency},
+    {"write_bw", Verb::kWrite, TestKind::kBandwidth}, {"read_bw", Verb::kRead, TestKind::kBandwidth},
+    {"send_bw", Verb::kSend, TestKind::kBandwidth},   {"write_lat", Verb::kWrite, TestKind::kLatency},
+    {"read_lat", Verb::kRead, TestKind::kLatency},    {"send_lat", Verb::kSend, TestKind::kLatency},
 };
 
 struct Options {
+  bool help = false;  // -h: print the usage, run nothing
   Mode mode = kModes[0];
   std::optional<std::string> host;
   bool in_process = false;
@@ -76,7 +77,7 @@ struct Options {
   bool verify = false;
   uint32_t timeout = 0;  // seconds; 0: wait forever, as perftest does
 
-  [[nodiscard]] bool bw() const { return mode.kind == TestKind::Bandwidth; }
+  [[nodiscard]] bool bw() const { return mode.kind == TestKind::kBandwidth; }
   [[nodiscard]] bool client() const { return host.has_value(); }
 };
 
@@ -126,6 +127,7 @@ void usage(FILE* out) {
   std::fprintf(stderr, "%s: ", kTool);
   va_list args;
   va_start(args, format);
+  // NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): a clang-tidy 14 false positive in multi-file runs
   std::vfprintf(stderr, format, args);
   va_end(args);
   std::fprintf(stderr, "\n");
@@ -137,8 +139,8 @@ std::optional<Options> parse(int argc, char** argv) {
   int i = 1;
   if (i >= argc || argv[i][0] == '-') {
     if (i < argc && (std::string_view(argv[i]) == "-h" || std::string_view(argv[i]) == "--help")) {
-      usage(stdout);
-      std::exit(0);
+      o.help = true;
+      return o;
     }
     complain("the first argument names the test: write_bw, read_bw, send_bw, write_lat, read_lat or send_lat");
     return std::nullopt;
@@ -179,8 +181,8 @@ std::optional<Options> parse(int argc, char** argv) {
     };
     std::optional<uint64_t> v;
     if (is("-h", "--help")) {
-      usage(stdout);
-      std::exit(0);
+      o.help = true;
+      return o;
     } else if (arg.empty() || arg[0] != '-') {
       if (o.host) {
         complain("two hosts given ('%s' and '%s')", o.host->c_str(), argv[i]);
@@ -260,12 +262,12 @@ std::optional<Options> parse(int argc, char** argv) {
   if (!o.bw() && o.qps != 1) return complain("the latency tests use one QP"), std::nullopt;
   // perftest's defaults and the dependencies it forces between them.
   if (!size_given) o.size = o.all_sizes ? kMaxSize : o.bw() ? 65536 : 2;
-  if (!iters_given) o.iters = o.bw() && o.mode.verb == Verb::Write ? 5000 : 1000;
+  if (!iters_given) o.iters = o.bw() && o.mode.verb == Verb::kWrite ? 5000 : 1000;
   if (!o.tx_depth) o.tx_depth = o.bw() ? 128 : 1;
-  if (!o.rx_depth) o.rx_depth = o.mode.verb == Verb::Send ? 512 : 1;
+  if (!o.rx_depth) o.rx_depth = o.mode.verb == Verb::kSend ? 512 : 1;
   if (!o.duration) {
     o.tx_depth = static_cast<uint32_t>(std::min<uint64_t>(o.tx_depth, o.iters));
-    if (o.mode.verb == Verb::Send) o.rx_depth = static_cast<uint32_t>(std::min<uint64_t>(o.rx_depth, o.iters));
+    if (o.mode.verb == Verb::kSend) o.rx_depth = static_cast<uint32_t>(std::min<uint64_t>(o.rx_depth, o.iters));
   }
   if (!o.cq_mod) o.cq_mod = 100;
   // Large messages need no moderation, and it would skew the average; perftest drops it unless asked for.
@@ -417,13 +419,13 @@ bool Role::create() {
   // each as large as the largest message or the cycle buffer, rounded to cache lines.
   const uint64_t largest = o_.all_sizes ? kMaxSize : o_.size;
   region_ = slot_step(std::max<uint64_t>(largest, cycle_buffer_));
-  const uint64_t bytes = (2 * o_.qps * region_ + 4095) / 4096 * 4096;
+  const uint64_t bytes = (2 * region_ * o_.qps + 4095) / 4096 * 4096;
   buffer_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
   if (!buffer_) return fail("cannot allocate the test buffers");
   std::memset(buffer_.get(), 0, bytes);
   for (uint32_t i = 0; i < o_.qps; ++i) {
     fill_pattern(local(i), region_);
-    if (o_.mode.verb == Verb::Read) fill_pattern(target(i), region_);  // what the peer READs
+    if (o_.mode.verb == Verb::kRead) fill_pattern(target(i), region_);  // what the peer READs
   }
   if (!ok(side_.adapter->NdkCreatePd(nullptr, nullptr, &pd_), "NdkCreatePd") ||
       !ok(pd_->NdkCreateMr(false, nullptr, nullptr, &mr_), "NdkCreateMr") ||
@@ -460,17 +462,18 @@ bool Role::keys_and_connect() {
   // and that the first round carries the keys the QPs are connected with.
   enum Step { kAllKeys, kFirstKey, kConnect };
   std::vector<Step> steps;
-  if (o_.mode.verb == Verb::Send)
+  if (o_.mode.verb == Verb::kSend) {
     steps = {kAllKeys, kConnect, kFirstKey, kAllKeys};
-  else if (o_.bw())
+  } else if (o_.bw()) {
     steps = {kAllKeys, kConnect, kAllKeys, kFirstKey};
-  else
+  } else {
     steps = {kFirstKey, kAllKeys, kConnect, kAllKeys, kFirstKey};
+  }
   bool connected = false;
   for (Step step : steps) {
     if (step == kConnect) {
       for (QpState& q : qps_) {
-        if (q.theirs.out_reads == 0 && o_.mode.verb == Verb::Read && side_.client)
+        if (q.theirs.out_reads == 0 && o_.mode.verb == Verb::kRead && side_.client)
           return fail("the peer allows no outstanding READs (its OUT is 0)");
         const sockaddr_storage local = to_sockaddr(side_.ip), remote = sockaddr_of_gid(q.theirs.gid);
         UroceConnectAttributes a;
@@ -500,10 +503,11 @@ bool Role::keys_and_connect() {
     for (std::size_t i = 0; i < n; ++i) {
       PerftestDest theirs;
       if (!session_.hand_shake(qps_[i].mine, theirs)) return exchange_failed();
-      if (!connected)
+      if (!connected) {
         qps_[i].theirs = theirs;
-      else if (!(theirs == qps_[i].theirs))
+      } else if (!(theirs == qps_[i].theirs)) {
         return fail("the peer's keys changed between hand shakes: are both sides running the same test?");
+      }
     }
   }
   for (const QpState& q : qps_) print_dest(side_.out, true, o_.mode.verb, q.mine);
@@ -517,11 +521,11 @@ NTSTATUS Role::post(uint32_t i, uint64_t context, uint64_t size, uint64_t offset
   void* ctx = reinterpret_cast<void*>(context);
   const uint32_t flags = signalled ? 0 : NDK_OP_FLAG_SILENT_SUCCESS;
   switch (o_.mode.verb) {
-    case Verb::Write:
+    case Verb::kWrite:
       return q.qp->NdkWrite(ctx, &sge, 1, q.theirs.vaddr + offset, q.theirs.rkey, flags);
-    case Verb::Read:
+    case Verb::kRead:
       return q.qp->NdkRead(ctx, &sge, 1, q.theirs.vaddr + offset, q.theirs.rkey, flags);
-    case Verb::Send:
+    case Verb::kSend:
       return q.qp->NdkSend(ctx, &sge, 1, flags);
   }
   return STATUS_INVALID_PARAMETER;
@@ -569,7 +573,7 @@ bool Role::bw_client(uint64_t size, BwReport& report) {
         const bool signalled = k.posted % o_.cq_mod == o_.cq_mod - 1 || k.posted + 1 == iters;
         const NTSTATUS s = post(i, k.posted, size, offset_of(k.posted, size), signalled);
         if (s == STATUS_INSUFFICIENT_RESOURCES) break;  // the send queue is full: poll first
-        if (!ok(s, o_.mode.verb == Verb::Write ? "NdkWrite" : o_.mode.verb == Verb::Read ? "NdkRead" : "NdkSend"))
+        if (!ok(s, o_.mode.verb == Verb::kWrite ? "NdkWrite" : o_.mode.verb == Verb::kRead ? "NdkRead" : "NdkSend"))
           return false;
         if (peak) times.posted_ns.push_back(now_ns());
         if (signalled) k.signalled = k.posted + 1;
@@ -679,10 +683,10 @@ bool Role::verify_region(const uint8_t* region, uint64_t from, uint64_t n, const
 bool Role::verify_bw(uint64_t size) {
   const uint64_t used = o_.duration ? slots(size) : std::min<uint64_t>(slots(size), o_.iters);
   for (uint32_t i = 0; i < qps_.size(); ++i) {
-    uint8_t* region = o_.mode.verb == Verb::Write ? target(i) : local(i);
+    uint8_t* region = o_.mode.verb == Verb::kWrite ? target(i) : local(i);
     for (uint64_t s = 0; s < used; ++s) {
       if (!verify_region(region, offset_of(s, size), size,
-                         o_.mode.verb == Verb::Write ? "the memory the client wrote" : "the memory read"))
+                         o_.mode.verb == Verb::kWrite ? "the memory the client wrote" : "the memory read"))
         return false;
     }
   }
@@ -692,7 +696,7 @@ bool Role::verify_bw(uint64_t size) {
 bool Role::run_bw() {
   print_bw_header(side_.out, o_.gbits);
   const uint64_t last_size = sizes().back();
-  if (o_.mode.verb != Verb::Send) {
+  if (o_.mode.verb != Verb::kSend) {
     // write_bw and read_bw: the server's part is its memory; it waits for the client's report.
     BwReport mine, theirs;
     if (side_.client) {
@@ -707,7 +711,7 @@ bool Role::run_bw() {
     if (!side_.client) print_bw_line(side_.out, theirs, o_.gbits);
     if (!session_.close_connection(qps_[0].mine)) return exchange_failed();
     if (!side_.client) std::fprintf(side_.out, "%s", kRule);
-    const bool ours_to_check = (o_.mode.verb == Verb::Write) != side_.client;
+    const bool ours_to_check = (o_.mode.verb == Verb::kWrite) != side_.client;
     return !o_.verify || !ours_to_check || verify_bw(last_size);
   }
   // send_bw: both sides work, after a hand shake that says the server's receives are posted (with -a, one
@@ -760,10 +764,11 @@ bool Role::write_lat(uint64_t size) {
       last_progress = Clock::now();
     }
   }
-  if (o_.duration)
+  if (o_.duration) {
     print_lat_duration_line(side_.out, size, completed, std::chrono::duration<double>(Clock::now() - start).count(), 2);
-  else
+  } else {
     print_lat_line(side_.out, size, posted, 2);
+  }
   return true;
 }
 
@@ -781,10 +786,11 @@ bool Role::read_lat(uint64_t size) {
     ++done;
     last_progress = Clock::now();
   }
-  if (o_.duration)
+  if (o_.duration) {
     print_lat_duration_line(side_.out, size, done, std::chrono::duration<double>(Clock::now() - start).count(), 1);
-  else
+  } else {
     print_lat_line(side_.out, size, posted, 1);
+  }
   return true;
 }
 
@@ -827,15 +833,16 @@ bool Role::send_lat(uint64_t size) {
       if (!await_completion(last_progress, "SEND")) return false;
     }
   }
-  if (o_.duration)
+  if (o_.duration) {
     print_lat_duration_line(side_.out, size, sent, std::chrono::duration<double>(Clock::now() - start).count(), 2);
-  else
+  } else {
     print_lat_line(side_.out, size, posted, 2);
+  }
   return true;
 }
 
 bool Role::run_lat() {
-  if (o_.mode.verb == Verb::Read && !side_.client) {
+  if (o_.mode.verb == Verb::kRead && !side_.client) {
     // read_lat's server only serves READs: it waits in its closing hand shake until the client is done.
     if (!session_.close_connection(qps_[0].mine)) return exchange_failed();
     std::fprintf(side_.out, "%s", kRule);
@@ -845,25 +852,25 @@ bool Role::run_lat() {
   uint64_t last = 0;
   for (uint64_t size : sizes()) {
     last = size;
-    if (o_.mode.verb == Verb::Send) {
+    if (o_.mode.verb == Verb::kSend) {
       if (!post_receives(size, o_.duration ? o_.rx_depth : std::min<uint64_t>(o_.rx_depth, o_.iters)) ||
           !session_.hand_shake(qps_[0].mine, qps_[0].theirs))
         return exchange_failed();
       if (!send_lat(size)) return false;
-    } else if (!(o_.mode.verb == Verb::Write ? write_lat(size) : read_lat(size))) {
+    } else if (!(o_.mode.verb == Verb::kWrite ? write_lat(size) : read_lat(size))) {
       return false;
     }
   }
   std::fprintf(side_.out, "%s", kRule);
   // write_lat ends without a closing exchange (as perftest's); the others close it.
-  if (o_.mode.verb != Verb::Write && !session_.close_connection(qps_[0].mine)) return exchange_failed();
+  if (o_.mode.verb != Verb::kWrite && !session_.close_connection(qps_[0].mine)) return exchange_failed();
   if (!o_.verify) return true;
   switch (o_.mode.verb) {
-    case Verb::Write:
+    case Verb::kWrite:
       return verify_region(target(0), 0, last - 1, "the memory the peer wrote");  // last byte: a count
-    case Verb::Read:
+    case Verb::kRead:
       return verify_region(local(0), 0, last, "the memory read");
-    case Verb::Send:
+    case Verb::kSend:
       return verify_region(target(0), 0, last, "the last SEND received");
   }
   return true;
@@ -1001,6 +1008,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options& o = *options;
+  if (o.help) {
+    usage(stdout);
+    return 0;
+  }
   // A remote peer is reached through one port; the in-process mode joins the first and the last.
   const std::optional<ToolConfig> tool = load_tool_config(*config_options, !o.in_process, kTool);
   if (!tool) return 2;

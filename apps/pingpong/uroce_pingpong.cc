@@ -64,6 +64,7 @@ constexpr uint8_t kFill = 0x7b;          // ibv_rc_pingpong's memset(ctx->buf, 0
 constexpr std::size_t kMessageSize = sizeof "0000:000000:000000:00000000000000000000000000000000";  // 52
 
 struct Options {
+  bool help = false;                // -h: print the usage, run nothing
   std::optional<std::string> host;  // client when set
   unsigned tcp_port = 18515;
   uint32_t size = 4096;
@@ -141,6 +142,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
                                         {nullptr, 0, nullptr, 0}};
   Options o;
   for (;;) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): the command line is parsed once, at start-up, before any thread
     const int c = getopt_long(argc, argv, "p:d:i:s:m:r:n:l:eg:ch", kLongOptions, nullptr);
     if (c == -1) break;
     std::optional<uint64_t> v;
@@ -202,8 +204,8 @@ std::optional<Options> parse_options(int argc, char** argv) {
         if ((v = number("--retry-count", optarg, 0, 7))) o.retry_count = static_cast<unsigned>(*v);
         break;
       case 'h':
-        usage(stdout);
-        std::exit(0);
+        o.help = true;
+        return o;
       default:
         return std::nullopt;
     }
@@ -231,7 +233,7 @@ struct Dest {
 std::string format_dest(const Dest& d) {
   char msg[kMessageSize];
   char gid[33];
-  for (int i = 0; i < 16; ++i) std::snprintf(gid + 2 * i, 3, "%02x", d.gid[i]);
+  for (std::size_t i = 0; i < 16; ++i) std::snprintf(gid + 2 * i, 3, "%02x", d.gid[i]);
   std::snprintf(msg, sizeof msg, "%04x:%06x:%06x:%s", d.lid, d.qpn, d.psn, gid);
   return std::string(msg, sizeof msg);  // the whole buffer, NUL included
 }
@@ -245,7 +247,7 @@ std::optional<Dest> parse_dest(char (&msg)[kMessageSize]) {
   d.lid = lid;
   d.qpn = qpn & 0xFFFFFF;
   d.psn = psn & 0xFFFFFF;
-  for (int i = 0; i < 16; ++i) {
+  for (std::size_t i = 0; i < 16; ++i) {
     const char pair[3] = {gid[2 * i], gid[2 * i + 1], 0};
     char* end = nullptr;
     d.gid[i] = static_cast<uint8_t>(std::strtoul(pair, &end, 16));
@@ -369,19 +371,23 @@ int check_received(const Options& o, bool client, Endpoint& ep, const NdkResult&
     }
     return errors;
   }
-  if (o.check)
-    for (uint32_t i = 0; i < o.size; i += kPageSize)
+  if (o.check) {
+    for (uint32_t i = 0; i < o.size; i += kPageSize) {
       if (got[i] != 0) {
         std::fprintf(stderr, "receive %u: invalid data in page %u\n", rcnt, static_cast<unsigned>(i / kPageSize));
         ++errors;
       }
-  if (o.strict)
-    for (uint32_t i = 0; i < o.size; ++i)
+    }
+  }
+  if (o.strict) {
+    for (uint32_t i = 0; i < o.size; ++i) {
       if ((!o.check || i % kPageSize != 0) && got[i] != kFill) {
         std::fprintf(stderr, "receive %u: byte %u is 0x%02x, expected 0x%02x\n", rcnt, i, got[i], kFill);
         ++errors;
         break;
       }
+    }
+  }
   return errors;
 }
 
@@ -548,9 +554,11 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
     std::printf("%u iters in %.2f seconds = %.2f usec/iter\n", o.iters, usec / 1e6, usec / o.iters);
   }
   // ibv_rc_pingpong's end-of-run check (server side, page starts).
-  if (!client && o.check && other_errors == 0)
-    for (uint32_t i = 0; i < o.size; i += kPageSize)
+  if (!client && o.check && other_errors == 0) {
+    for (uint32_t i = 0; i < o.size; i += kPageSize) {
       if (ep.rx()[i] != 0) std::printf("invalid data in page %u\n", static_cast<unsigned>(i / kPageSize));
+    }
+  }
 
   // Keep answering for a moment: the peer may still wait for our ACK of its last SEND.
   std::this_thread::sleep_for(std::chrono::milliseconds(o.linger_ms));
@@ -573,6 +581,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   const Options& o = *options;
+  if (o.help) {
+    usage(stdout);
+    return 0;
+  }
   const std::optional<apps::ToolConfig> tc = apps::load_tool_config(*config_options, true, kTool);
   if (!tc) return 2;
   std::setvbuf(stdout, nullptr, _IOLBF, 0);

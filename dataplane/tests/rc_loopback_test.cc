@@ -26,11 +26,11 @@ struct SizeCase {
 
 class RcLoopback : public ::testing::TestWithParam<SizeCase> {
  protected:
-  static void SetUpTestSuite() { world_ = std::make_unique<RcWorld>(loopback_config()); }
-  static void TearDownTestSuite() { world_.reset(); }
-  static std::unique_ptr<RcWorld> world_;
+  static void SetUpTestSuite() { world = std::make_unique<RcWorld>(loopback_config()); }
+  static void TearDownTestSuite() { world.reset(); }
+  static std::unique_ptr<RcWorld> world;
 };
-std::unique_ptr<RcWorld> RcLoopback::world_;
+std::unique_ptr<RcWorld> RcLoopback::world;
 
 std::vector<SizeCase> size_cases() {
   std::vector<SizeCase> v;
@@ -40,10 +40,10 @@ std::vector<SizeCase> size_cases() {
 }
 
 TEST_P(RcLoopback, EveryOperationDeliversEveryByte) {
-  ASSERT_TRUE(world_->ok()) << world_->error();
+  ASSERT_TRUE(world->ok()) << world->error();
   const auto [mtu, size] = GetParam();
-  auto [a, b] = world_->connected_pair(mtu);
-  ASSERT_TRUE(a && b) << world_->error();
+  auto [a, b] = world->connected_pair(mtu);
+  ASSERT_TRUE(a && b) << world->error();
   fill_pattern(a->buffer, size);
 
   // SEND
@@ -82,7 +82,7 @@ TEST_P(RcLoopback, EveryOperationDeliversEveryByte) {
   ASSERT_TRUE(read_done);
   EXPECT_EQ(read_done->status, CompletionStatus::kSuccess);
   EXPECT_EQ(std::memcmp(a->buffer.data(), a->buffer.data() + a->half(), size), 0);
-  world_->destroy(a, b);
+  world->destroy(a, b);
 }
 
 INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcLoopback, ::testing::ValuesIn(size_cases()), [](const auto& i) {
@@ -96,7 +96,7 @@ TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
   ASSERT_TRUE(a && b) << world.error();
   uint64_t* target = b->word();
   *target = 5;
-  for (int i = 0; i < 10; ++i) {
+  for (std::size_t i = 0; i < 10; ++i) {
     auto add = a->send(WorkOp::kFetchAdd, 8 * i, 8, 10 + i);
     add.remote_addr = reinterpret_cast<uint64_t>(target);
     add.rkey = b->rkey();
@@ -114,7 +114,7 @@ TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
     ASSERT_TRUE(c);
     EXPECT_EQ(c->status, CompletionStatus::kSuccess);
   }
-  for (int i = 0; i < 10; ++i) {
+  for (std::size_t i = 0; i < 10; ++i) {
     uint64_t original;
     std::memcpy(&original, a->buffer.data() + 8 * i, 8);
     EXPECT_EQ(original, 5u + 3u * i);

@@ -41,14 +41,15 @@ bool parse_args(int argc, char** argv, Args& a) {
   a.server = std::string(argv[1]) == "server";
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string k = argv[i], v = argv[i + 1];
-    if (k == "--socket")
+    if (k == "--socket") {
       a.socket = v;
-    else if (k == "--exchange")
+    } else if (k == "--exchange") {
       a.exchange = v;
-    else if (k == "--mtu")
+    } else if (k == "--mtu") {
       a.mtu = static_cast<uint32_t>(std::stoul(v));
-    else
+    } else {
       return false;
+    }
   }
   return !a.socket.empty() && !a.exchange.empty();
 }
@@ -174,7 +175,7 @@ int main(int argc, char** argv) {
       if (!c || c->status != proto::CompletionStatus::kSuccess) ++errors;
       if (wait_file(args.exchange + "/checked." + std::to_string(i)) != "1") ++errors;
     }
-    for (int k = 0; k < 4; ++k) {
+    for (std::size_t k = 0; k < 4; ++k) {
       auto atomic = me.send(k < 3 ? proto::WorkOp::kFetchAdd : proto::WorkOp::kCompareSwap, 64 + 8 * k, 8, 4);
       atomic.remote_addr = peer_word;
       atomic.rkey = proto::RemoteToken{peer_rkey};
@@ -186,7 +187,7 @@ int main(int argc, char** argv) {
       std::memcpy(&original, me.buffer.data() + 64 + 8 * k, 8);
       if (!c || c->status != proto::CompletionStatus::kSuccess || original != 1000u + 5u * k) {
         ++errors;
-        std::fprintf(stderr, "atomic %d returned %llu\n", k, static_cast<unsigned long long>(original));
+        std::fprintf(stderr, "atomic %zu returned %llu\n", k, static_cast<unsigned long long>(original));
       }
     }
     write_file(args.exchange + "/client.done", std::to_string(errors));

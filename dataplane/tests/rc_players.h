@@ -19,7 +19,9 @@
 namespace uroce::dataplane::testing {
 
 inline void fill_pattern(std::vector<uint8_t>& b, std::size_t n, uint32_t seed = 1) {
-  for (std::size_t i = 0; i < n && i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 131 + seed * 7 + (i >> 9));
+  for (std::size_t i = 0; i < n && i < b.size(); ++i) {
+    b[i] = static_cast<uint8_t>(i * 131 + std::size_t{seed} * 7 + (i >> 9));
+  }
 }
 
 class Player {

@@ -20,7 +20,7 @@ using proto::CompletionStatus;
 using proto::WorkOp;
 
 uint64_t soak_messages() {
-  const char* env = std::getenv("UROCE_SOAK_MESSAGES");
+  const char* env = std::getenv("UROCE_SOAK_MESSAGES");  // NOLINT(concurrency-mt-unsafe): nothing sets the environment
   return env != nullptr ? std::strtoull(env, nullptr, 10) : 1'000'000;
 }
 
@@ -47,12 +47,14 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
   // destinations (128 slots: a slot is reused only after its READ completed and was
   // checked), [1 MiB, 1.5 MiB) a copy of B's image as the WRITE source. B's buffer:
   // [0, 512 KiB) the WRITE/READ target, [1 MiB, 2 MiB) the receive slots (256 of 4 KiB).
-  constexpr uint32_t kSlot = 4096;
-  constexpr uint32_t kSendSlots = 64;
-  constexpr uint32_t kRecvSlots = 256;
+  constexpr std::size_t kSlot = 4096;
+  constexpr std::size_t kSendSlots = 64;
+  constexpr std::size_t kRecvSlots = 256;
+  constexpr std::size_t kImageSize = std::size_t{512} * 1024;  // B's WRITE/READ target
+  constexpr std::size_t kReadBase = std::size_t{512} * 1024;   // A's READ destinations
   constexpr std::size_t kRecvBase = 1u << 20;
-  fill_pattern(b->buffer, 512 * 1024, 3);
-  std::vector<uint8_t> expected_remote(b->buffer.begin(), b->buffer.begin() + 512 * 1024);
+  fill_pattern(b->buffer, kImageSize, 3);
+  std::vector<uint8_t> expected_remote(b->buffer.begin(), b->buffer.begin() + kImageSize);
   std::memcpy(a->buffer.data() + (1u << 20), expected_remote.data(), expected_remote.size());
   struct PendingRead {
     uint32_t offset = 0, length = 0;
@@ -68,7 +70,7 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
   uint64_t posted = 0, completed = 0, sends_posted = 0, sends_received = 0, adds = 0, recv_posted = 0;
   uint64_t bad_payloads = 0;
   std::vector<uint32_t> send_length(kRecvSlots);
-  for (uint32_t i = 0; i < kRecvSlots; ++i) {
+  for (std::size_t i = 0; i < kRecvSlots; ++i) {
     b->post_receive(b->buffer.data() + kRecvBase + i * kSlot, kSlot, recv_posted);
     ++recv_posted;
   }
@@ -81,28 +83,28 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
       const uint32_t length = 1 + static_cast<uint32_t>(rng() % kSlot);
       if (kind == 0) {
         if (sends_posted - sends_received >= kRecvSlots) break;
-        const uint32_t slot = static_cast<uint32_t>(sends_posted % kSendSlots);
+        const std::size_t slot = sends_posted % kSendSlots;
         uint8_t* src = a->buffer.data() + slot * kSlot;
         for (uint32_t i = 0; i < length; ++i) src[i] = static_cast<uint8_t>(sends_posted * 7 + i);
         send_length[sends_posted % kRecvSlots] = length;
         a->post(a->send(WorkOp::kSend, slot * kSlot, length, posted));
         ++sends_posted;
       } else if (kind == 1) {
-        const uint32_t offset = static_cast<uint32_t>(rng() % (512 * 1024 - kSlot));
+        const uint32_t offset = static_cast<uint32_t>(rng() % (kImageSize - kSlot));
         // WRITE what B already holds there, so the remote image stays checkable.
         auto w = a->send(WorkOp::kRdmaWrite, (1u << 20) + offset, length, posted);
         w.remote_addr = b->remote_addr(offset);
         w.rkey = b->rkey();
         a->post(w);
       } else if (kind == 2) {
-        const uint32_t offset = static_cast<uint32_t>(rng() % (512 * 1024 - kSlot));
+        const uint32_t offset = static_cast<uint32_t>(rng() % (kImageSize - kSlot));
         reads[posted % 128] = {offset, length, true};
-        auto r = a->send(WorkOp::kRdmaRead, 512 * 1024 + (posted % 128) * kSlot, length, posted);
+        auto r = a->send(WorkOp::kRdmaRead, kReadBase + (posted % 128) * kSlot, length, posted);
         r.remote_addr = b->remote_addr(offset);
         r.rkey = b->rkey();
         a->post(r);
       } else {
-        auto add = a->send(WorkOp::kFetchAdd, 300 * 1024, 8, posted);
+        auto add = a->send(WorkOp::kFetchAdd, std::size_t{300} * 1024, 8, posted);
         add.remote_addr = reinterpret_cast<uint64_t>(counter);
         add.rkey = b->rkey();
         add.compare_add = 1;
@@ -118,16 +120,17 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
       ASSERT_EQ(c->status, CompletionStatus::kSuccess) << "message " << completed;
       ASSERT_EQ(c->context, completed) << "completions out of posting order";
       const PendingRead& r = reads[completed % 128];
-      if (r.is_read && std::memcmp(a->buffer.data() + 512 * 1024 + (completed % 128) * kSlot,
-                                   expected_remote.data() + r.offset, r.length) != 0)
+      if (r.is_read && std::memcmp(a->buffer.data() + kReadBase + (completed % 128) * kSlot,
+                                   expected_remote.data() + r.offset, r.length) != 0) {
         ++bad_payloads;
+      }
       ++completed;
     }
     while (auto r = b->poll_receive()) {
       progress = true;
       ASSERT_EQ(r->status, CompletionStatus::kSuccess);
       ASSERT_EQ(r->context, sends_received) << "a receive completed twice or out of order";
-      const uint32_t slot = static_cast<uint32_t>(sends_received % kRecvSlots);
+      const std::size_t slot = sends_received % kRecvSlots;
       const uint8_t* got = b->buffer.data() + kRecvBase + slot * kSlot;
       ASSERT_EQ(r->byte_length, send_length[slot]);
       for (uint32_t i = 0; i < r->byte_length; ++i)

@@ -130,9 +130,11 @@ TEST(UdLoopback, DatagramsReachTheirQpAcrossEnginesAndTheGsiQp) {
   const bool arrived = eventually([&] { return b.completions().size() == 2 && gsi.completions().size() == 1; },
                                   std::chrono::seconds(10));
   if (!arrived) {
-    for (EngineId e = 0; e < 2; ++e)
-      for (const auto& [name, value] : counter_values(dp.engine(e).counters()))
+    for (EngineId e = 0; e < 2; ++e) {
+      for (const auto& [name, value] : counter_values(dp.engine(e).counters())) {
         if (value != 0) std::printf("engine %u %s=%llu\n", e, name.c_str(), static_cast<unsigned long long>(value));
+      }
+    }
     std::printf("b: rx %llu qkey %llu no_receive %llu; gsi rx %llu qkey %llu\n",
                 static_cast<unsigned long long>(b.qp.counters().rx_datagrams),
                 static_cast<unsigned long long>(b.qp.counters().rx_qkey_mismatch),

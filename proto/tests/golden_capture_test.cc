@@ -17,7 +17,7 @@ namespace uroce::proto {
 namespace {
 
 std::filesystem::path captures_dir() {
-  const char* dir = std::getenv("UROCE_CAPTURES_DIR");
+  const char* dir = std::getenv("UROCE_CAPTURES_DIR");  // NOLINT(concurrency-mt-unsafe): nothing sets the environment
   return dir ? dir : "../shared/captures";
 }
 

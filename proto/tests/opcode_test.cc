@@ -52,10 +52,11 @@ TEST(OpcodeTable, SolicitedEventOnlyOnMessageEnds) {
 
 TEST(OpcodeTable, NamesAreUnique) {
   std::set<std::string_view> names;
-  for (const OpcodeInfo& row : kOpcodeTable)
+  for (const OpcodeInfo& row : kOpcodeTable) {
     if (row.valid()) {
       EXPECT_TRUE(names.insert(row.name).second) << row.name;
     }
+  }
 }
 
 }  // namespace

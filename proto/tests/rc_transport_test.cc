@@ -11,13 +11,14 @@ namespace uroce::proto {
 namespace {
 
 using testing::Region;
-using testing::SimEndpoint;
 using testing::SimNetwork;
 
 constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
 void fill_pattern(Region& r, uint32_t seed) {
-  for (std::size_t i = 0; i < r.bytes.size(); ++i) r.bytes[i] = static_cast<uint8_t>(i * 131 + seed * 7 + (i >> 8));
+  for (std::size_t i = 0; i < r.bytes.size(); ++i) {
+    r.bytes[i] = static_cast<uint8_t>(i * 131 + std::size_t{seed} * 7 + (i >> 8));
+  }
 }
 
 SendWqe wqe(WorkOp op, const Region& local, uint32_t length, uint64_t context, uint8_t flags = kWqeSignaled) {
@@ -196,10 +197,11 @@ TEST(RcTransport, AtomicsReturnTheOriginalAndApplyOnce) {
 
 TEST(RcTransport, PsnWrapsAcrossTheTwentyFourBitBoundary) {
   SimNetwork net(attrs(1024, Psn{0xFFFFF0}, Psn{0xFFFFFA}));
-  Region& src = net.a().add_region(64 * 1024, kAll);
-  Region& dst = net.b().add_region(64 * 1024, kAll);
+  constexpr uint32_t kLength = 64 * 1024;  // one WRITE of the whole region: 64 packets, across the wrap
+  Region& src = net.a().add_region(kLength, kAll);
+  Region& dst = net.b().add_region(kLength, kAll);
   fill_pattern(src, 5);
-  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 64 * 1024, 1);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, kLength, 1);
   w.remote_addr = dst.addr();
   w.rkey = RemoteToken{dst.key};
   ASSERT_TRUE(net.a().post_send(w));
@@ -209,7 +211,7 @@ TEST(RcTransport, PsnWrapsAcrossTheTwentyFourBitBoundary) {
   ASSERT_TRUE(net.a().post_send(r));
   ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
   EXPECT_EQ(net.a().send_completions[1].status, CompletionStatus::kSuccess);
-  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 64 * 1024));
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, kLength));
 }
 
 // Mixed traffic through loss, reordering, duplication and corruption: every message
@@ -223,13 +225,14 @@ TEST(RcTransport, MixedTrafficSurvivesAHostileWire) {
   net.faults = {.loss = 0.01, .reorder = 0.01, .duplicate = 0.005, .corrupt = 0.001};
   constexpr int kMessages = 3000;
   Region& src = net.a().add_region(8192, kAll);
-  Region& sink = net.b().add_region(8192 * 4, kAll);
+  Region& sink = net.b().add_region(32768, kAll);
   Region& readback = net.a().add_region(8192, kAll);
   Region& counter = net.b().add_region(8, kAll);
   uint64_t* word = reinterpret_cast<uint64_t*>((reinterpret_cast<uintptr_t>(counter.bytes.data()) + 7) & ~uintptr_t{7});
   fill_pattern(src, 6);
   fill_pattern(sink, 7);
   std::vector<Region*> recv_slots;
+  recv_slots.reserve(64);
   for (int i = 0; i < 64; ++i) recv_slots.push_back(&net.b().add_region(3000, kAll));
 
   std::mt19937 rng(7);
@@ -288,9 +291,10 @@ TEST(RcTransport, MixedTrafficSurvivesAHostileWire) {
       << net.a().qp.has_unsent_work() << " A state " << int(net.a().qp.state()) << " B state "
       << int(net.b().qp.state()) << " recv " << net.b().recv_completions.size() << "/" << recv_posted << " first error "
       << [&] {
-           for (const auto& c : net.a().send_completions)
+           for (const auto& c : net.a().send_completions) {
              if (c.status != CompletionStatus::kSuccess)
                return std::to_string(c.context) + ":" + std::to_string(int(c.status)) + ":" + std::to_string(int(c.op));
+           }
            return std::string("none");
          }();
   const auto& done = net.a().send_completions;
@@ -515,9 +519,10 @@ TEST(RcTransport, BackpressureDefersWithoutLosingWork) {
 
 TEST(RcTransport, OneSequenceNakPerGap) {
   SimNetwork net(attrs(1024));
-  Region& src = net.a().add_region(64 * 1024, kAll);
-  Region& dst = net.b().add_region(64 * 1024, kAll);
-  SendWqe w = wqe(WorkOp::kRdmaWrite, src, 64 * 1024, 1);
+  constexpr uint32_t kLength = 64 * 1024;  // 64 packets
+  Region& src = net.a().add_region(kLength, kAll);
+  Region& dst = net.b().add_region(kLength, kAll);
+  SendWqe w = wqe(WorkOp::kRdmaWrite, src, kLength, 1);
   w.remote_addr = dst.addr();
   w.rkey = RemoteToken{dst.key};
   ASSERT_TRUE(net.a().post_send(w));
@@ -540,7 +545,7 @@ TEST(RcTransport, OneSequenceNakPerGap) {
   EXPECT_EQ(naks, 1);
   EXPECT_EQ(net.b().qp.counters().out_of_sequence, 60u);
   ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
-  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 64 * 1024));
+  EXPECT_TRUE(equal_bytes(src, 0, dst, 0, kLength));
 }
 
 // --- local operations (fast register, local invalidate): in SQ order, no PSN, run once ---
@@ -609,8 +614,9 @@ TEST(RcLocalOperations, RunOnceAcrossGoBackN) {
   a.retry_count = 7;
   SimNetwork net(a, 256, 5);
   net.faults.loss = 0.2;
-  Region& src = net.a().add_region(64 * 1024, kAll);
-  Region& dst = net.b().add_region(64 * 1024, kAll);
+  constexpr uint32_t kRegionSize = 64 * 1024;  // room for the eight 8 KiB WRITEs
+  Region& src = net.a().add_region(kRegionSize, kAll);
+  Region& dst = net.b().add_region(kRegionSize, kAll);
   std::vector<Region*> mrs;
   for (int i = 0; i < 8; ++i) {
     mrs.push_back(&net.a().add_region(64, kAll));
