@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <thread>
 
 #include <netdb.h>
@@ -12,11 +13,16 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "apps/common/errno_text.h"
-
 namespace uroce::apps {
 
 namespace {
+
+// What strerror(error) says ("Connection refused"), without strerror's shared buffer: glibc's GNU strerror_r
+// (g++ defines _GNU_SOURCE) returns the text, in `buffer` or a constant string.
+std::string errno_text(int error) {
+  char buffer[256];
+  return strerror_r(error, buffer, sizeof buffer);
+}
 
 // Waits until fd is ready for `events`, polling in slices so a deadline far away stays exact.
 bool wait_for(int fd, short events, TcpStream::Clock::time_point deadline) {
