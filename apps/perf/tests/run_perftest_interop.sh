@@ -19,6 +19,7 @@
 #   INTEROP_SIZE         message size (default 5001: several packets at PMTU 1024 and 4096, and a padded LAST)
 #   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)
 #   INTEROP_LAT_ITERS    iterations of the latency tests (default 100)
+#   INTEROP_ATTEMPTS     attempts at a case whose only failure is perftest's clock calibration (default 3)
 # Each case's commands, both tables and the capture check are in $INTEROP_OUT/<case>.{cmd,uroce.log,guest.log,
 # check.log,pcap}; the summary at the end lists every case. Exit status 0 only if every case passed.
 set -uo pipefail
@@ -42,10 +43,10 @@ guest_kill() {
   "$TOOLS/exec.sh" g1 'pkill -x "ib_.*_(bw|lat)"; sleep 1; pkill -9 -x "ib_.*_(bw|lat)"; true' >/dev/null 2>&1 || true
 }
 
-# One case: the perftest test (send_bw, ...), uroce's role (server|client), the path MTU.
-run_case() {
-  local test=$1 role=$2 pmtu=$3
-  local name="$test-uroce-$role-m$pmtu"
+# One attempt at a case: the perftest test (send_bw, ...), uroce's role (server|client), the path MTU, the case's
+# name. Sets urc, grc and crc (uroce's and the guest's exit status, the capture check's).
+run_attempt() {
+  local test=$1 role=$2 pmtu=$3 name=$4
   local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
   local iters=$BW_ITERS
   [[ $test == *_lat ]] && iters=$LAT_ITERS
@@ -56,10 +57,9 @@ run_case() {
   # retry_cnt 7 as forever, then never ends.
   local uroce_cmd=(ip netns exec "$NS" timeout 300 "$UROCE_PERF" "$test" $args -u 18 --timeout 120
     "${UROCE_CONFIG_ARGS[@]}")
-  local urc=0 grc=0 crc=0
-  log "case $name"
+  urc=0 grc=0 crc=0
   "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
-    { log "capture.sh start failed"; return 1; }
+    { log "capture.sh start failed"; crc=1; return; }
   if [ "$role" = server ]; then
     printf 'uroce (server): %s\nguest (client): %s %s\n' "${uroce_cmd[*]}" "$guest_cmd" "$HOST_TCP" >"$OUT/$name.cmd"
     "${uroce_cmd[@]}" >"$ulog" 2>&1 &
@@ -90,6 +90,39 @@ run_case() {
   local one_way=(--one-way)
   [[ $test == write_lat || $test == send_lat ]] && one_way=()
   check_capture "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" || crc=1
+}
+
+# perftest's bandwidth report converts cycles with a clock rate it first measures: a regression of the cycle
+# counter against gettimeofday that must reach r^2 >= 0.9 (get_cpu_mhz), or ib_*_bw prints "Can't produce a
+# report" and exits 1 after a complete run. A TCG guest on a busy 2-core host misses that now and then (CI saw
+# r^2 0.865 in both write_bw cases with uroce as server; the wire was clean). That is the guest's clock, not
+# the transport, so such an attempt is set aside (its files keep a .attemptN suffix) and the case runs again,
+# at most INTEROP_ATTEMPTS times (default 3), but only when the capture check passed and uroce's only
+# complaint is the exchange the guest left. The summary line says so.
+clock_calibration_failed() {
+  local name=$1
+  [ "$crc" = 0 ] && grep -q "Can't produce a report" "$OUT/$name.guest.log" &&
+    ! grep '^uroce-perf:' "$OUT/$name.uroce.log" | grep -qv 'out-of-band exchange'
+}
+
+run_case() {
+  local test=$1 role=$2 pmtu=$3
+  local name="$test-uroce-$role-m$pmtu" attempt notes=""
+  local urc grc crc
+  for ((attempt = 1; attempt <= ${INTEROP_ATTEMPTS:-3}; attempt++)); do
+    log "case $name${notes:+ (attempt $attempt)}"
+    run_attempt "$test" "$role" "$pmtu" "$name"
+    { [ "$attempt" -lt "${INTEROP_ATTEMPTS:-3}" ] && clock_calibration_failed "$name"; } || break
+    local r2 what
+    r2=$(grep -o 'r^2: [0-9.]*' "$OUT/$name.guest.log" | head -1)
+    what="attempt $attempt: ib_$test could not calibrate its clock (${r2:-r^2 low}), ran again"
+    log "  $what"
+    notes+=" [$what]"
+    for what in cmd uroce.log guest.log check.log pcap; do
+      mv "$OUT/$name.$what" "$OUT/$name.attempt$attempt.$what" 2>/dev/null
+    done
+  done
+  local ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
   local verdict=PASS
   if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL
@@ -98,12 +131,13 @@ run_case() {
     grep -v '^EAL\|^TELEMETRY' "$ulog" | tail -3 | sed 's/^/    uroce: /'
     tail -3 "$glog" | sed 's/^/    guest: /'
     grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
+    notes+=$(failure_notes "$ulog" "$glog")
   fi
   local retrans
   retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')
   summary+=("$(printf '%-4s %-9s uroce %-6s PMTU %4s: uroce %s, ib_%s %s, capture %s (%s RoCE packets, retransmitted %s)%s' \
     "$verdict" "$test" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
-    "$(grep -o '[0-9]* RoCE packets' "$OUT/$name.check.log" | awk '{print $1}')" "${retrans:-?}" "$CHECK_NOTES")")
+    "$(grep -o '[0-9]* RoCE packets' "$OUT/$name.check.log" | awk '{print $1}')" "${retrans:-?}" "$CHECK_NOTES$notes")")
   log "  ${summary[-1]}"
 }
 

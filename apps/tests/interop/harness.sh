@@ -66,6 +66,17 @@ harness_summary() {
   [ "$failures" = 0 ]
 }
 
+# The first error line of the uroce log and of the guest log, as ' uroce:"..." guest:"..."': a failed case's
+# summary line carries them, because the summary is often all a CI log keeps.
+failure_notes() {
+  local ulog=$1 glog=$2 line notes=""
+  line=$(grep -v '^EAL\|^TELEMETRY' "$ulog" 2>/dev/null | grep -m1 -iE 'error|fail|no completion|expected|couldn' | cut -c1-160)
+  [ -n "$line" ] && notes+=" uroce:\"$line\""
+  line=$(grep -m1 -iE "error|fail|can't|couldn|unable|r\^2" "$glog" 2>/dev/null | cut -c1-160)
+  [ -n "$line" ] && notes+=" guest:\"$line\""
+  printf '%s' "$notes"
+}
+
 # Runs on exit (the traps set where this file is sourced): stops a uroce process left running, the capture, the veth, and a harness this
 # script started.
 harness_cleanup() {

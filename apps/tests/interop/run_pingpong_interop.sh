@@ -102,10 +102,7 @@ run_case() {
     tail -3 "$ulog" | sed 's/^/    uroce: /'
     tail -3 "$glog" | sed 's/^/    guest: /'
     grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
-    # The summary is often all a CI log keeps: carry uroce's own error line into it.
-    local uerr
-    uerr=$(grep -m1 -iE 'error|fail|no completion|expected|couldn' "$ulog" 2>/dev/null | cut -c1-160)
-    [ -n "$uerr" ] && notes+=" uroce:\"$uerr\""
+    notes+=$(failure_notes "$ulog" "$glog")
   fi
   local naks
   naks=$(sed -n 's/.*, NAKs \([0-9]*\).*, RNR NAKs \([0-9]*\);.*/\1+\2rnr/p' "$OUT/$name.check.log" | paste -sd/ -)
