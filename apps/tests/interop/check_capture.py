@@ -58,13 +58,14 @@ def read_pcap(path):
     linktype = struct.unpack(endian + "I", data[20:24])[0]
     if linktype != 1:
         raise SystemExit(f"{path}: link type {linktype}, expected Ethernet")
+    subsecond = 1e-9 if magic in (0xA1B23C4D, 0x4D3CB2A1) else 1e-6
     off = 24
     n = 0
     while off + 16 <= len(data):
-        _, _, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
+        sec, frac, incl, orig = struct.unpack(endian + "IIII", data[off:off + 16])
         off += 16
         n += 1
-        yield n, data[off:off + incl], orig
+        yield n, sec + frac * subsecond, data[off:off + incl], orig
         off += incl
 
 
@@ -128,7 +129,8 @@ def main():
                 err(n, f"{name} outside a message")
             d[key] = None if opcode in LAST else d[key] or name
 
-    for n, frame, orig in read_pcap(a.pcap):
+    timeline = []  # (frame, time, src, what): what is "new" (a request PSN not sent before) or "other"
+    for n, when, frame, orig in read_pcap(a.pcap):
         if len(frame) < 14:
             continue
         etype = struct.unpack("!H", frame[12:14])[0]
@@ -204,6 +206,7 @@ def main():
         if want != got:
             err(n, f"{name} PSN 0x{psn:06x}: ICRC {got:08x} on the wire, {want:08x} computed")
         d["ops"][name] += 1
+        timeline.append([n, when, src, "other"])
 
         if opcode in REQUEST:
             d["req_psns"].add(psn)
@@ -231,6 +234,7 @@ def main():
                 d["replay_psn"] = (psn + 1) & 0xFFFFFF
                 continue
             d["replay_psn"] = None
+            timeline[-1][3] = "new"
             if expected is not None and psn != expected:
                 err(n, f"{name}: PSN 0x{psn:06x}, expected 0x{expected:06x} (gap)")
             span = 1
@@ -242,6 +246,7 @@ def main():
                     d["read_psns"].add((psn + k) & 0xFFFFFF)
                     d["req_psns"].add((psn + k) & 0xFFFFFF)
             d["next_psn"] = (psn + span) & 0xFFFFFF
+            d.setdefault("sent_up_to", []).append((n, d["next_psn"]))
             check_sequence(n, name, opcode, d, "in_msg")
             if opcode in FIRST:
                 d["msg_len"] = payload
@@ -330,6 +335,29 @@ def main():
             finals[(src, dst)] = (f"final request PSN 0x{last:06x} acknowledged by {dst} in frame {acked}; "
                                   f"{after} request packets after it, {answered} ACKs/NAKs after it")
 
+    # The longest silence on the wire, and whether anything was left unacknowledged when it began. A silence with
+    # nothing outstanding that ends with a new request from one side means that side held its next request back
+    # for that long (its application or stack stalled); the other side had nothing to answer.
+    silence_line = None
+    silence = max(zip(timeline, timeline[1:]), key=lambda pair: pair[1][1] - pair[0][1], default=None)
+    if silence is not None:
+        start, end = silence
+        pending = []
+        for (src, dst), d in dirs.items():
+            sent = [up_to for n, up_to in d.get("sent_up_to", []) if n <= start[0]]
+            if not sent:
+                continue
+            last = (sent[-1] - 1) & 0xFFFFFF
+            rev = dirs.get((dst, src), {})
+            answers = [(n, psn) for n, psn, kind in rev.get("ack_psns", []) if kind == 0] + rev.get("resp_psns", [])
+            if not any(n <= start[0] and psn_diff(psn, last) >= 0 for n, psn in answers):
+                pending.append(f"{src}'s request PSN 0x{last:06x}")
+        then = (f"then {end[2]} sent a new request (frame {end[0]})" if end[3] == "new"
+                else f"then {end[2]} sent frame {end[0]}")
+        silence_line = (f"  longest silence: {end[1] - start[1]:.3f} s after frame {start[0]}; at its start "
+                        f"{'nothing was unacknowledged' if not pending else 'unacknowledged: ' + ', '.join(pending)}; "
+                        f"{then}")
+
     ok = not errors
     print(f"{a.pcap}: {roce} RoCE packets, other: {dict(other) or 'none'}")
     for (src, dst), d in sorted(dirs.items()):
@@ -348,6 +376,8 @@ def main():
             errors.append(f"{src} -> {dst}: message sizes {sorted(set(d['msgs']))}, expected {a.size}")
         if a.iters and d["msgs"] and len(d["msgs"]) != a.iters:
             errors.append(f"{src} -> {dst}: {len(d['msgs'])} messages, expected {a.iters}")
+    if silence_line:
+        print(silence_line)
     with_messages = sum(1 for d in dirs.values() if d["msgs"])
     if a.iters and not a.one_way and with_messages != 2:
         errors.append("expected messages in both directions")

@@ -70,7 +70,9 @@ harness_summary() {
 # summary line carries them, because the summary is often all a CI log keeps.
 failure_notes() {
   local ulog=$1 glog=$2 line notes=""
-  line=$(grep -v '^EAL\|^TELEMETRY' "$ulog" 2>/dev/null | grep -m1 -iE 'error|fail|no completion|expected|couldn' | cut -c1-160)
+  # The tools' own complaints start with their name; DPDK's lines are not theirs.
+  line=$(grep -m1 -E '^uroce-[a-z]+: ' "$ulog" 2>/dev/null | cut -c1-160)
+  [ -n "$line" ] || line=$(grep -v '^EAL\|^TELEMETRY' "$ulog" 2>/dev/null | grep -m1 -iE 'error|fail|expected' | cut -c1-160)
   [ -n "$line" ] && notes+=" uroce:\"$line\""
   line=$(grep -m1 -iE "error|fail|can't|couldn|unable|r\^2" "$glog" 2>/dev/null | cut -c1-160)
   [ -n "$line" ] && notes+=" guest:\"$line\""
