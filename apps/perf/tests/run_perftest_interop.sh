@@ -137,8 +137,9 @@ run_case() {
     what="attempt $attempt: $what; ran again"
     log "  $what"
     notes+=" [$what]"
-    for what in cmd uroce.log guest.log check.log pcap; do
-      mv "$OUT/$name.$what" "$OUT/$name.attempt$attempt.$what" 2>/dev/null
+    local file
+    for file in cmd uroce.log guest.log check.log pcap; do
+      mv "$OUT/$name.$file" "$OUT/$name.attempt$attempt.$file" 2>/dev/null
     done
   done
   local ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
