@@ -142,16 +142,11 @@ run_case() {
       mv "$OUT/$name.$file" "$OUT/$name.attempt$attempt.$file" 2>/dev/null
     done
   done
-  local ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
   local verdict=PASS
   if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL
-    failures=$((failures + 1))
-    log "  FAILED: uroce exit $urc, guest exit $grc, capture check $crc; logs in $OUT/$name.*"
-    grep -v '^EAL\|^TELEMETRY' "$ulog" | tail -3 | sed 's/^/    uroce: /'
-    tail -3 "$glog" | sed 's/^/    guest: /'
-    grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
-    notes+=$(failure_notes "$ulog" "$glog")
+    report_failure "$name" "uroce exit $urc, guest exit $grc, capture check $crc"
+    notes+=$FAILURE_NOTES
   fi
   local retrans
   retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')

@@ -317,6 +317,13 @@ def main():
             if kind == 0 and rev is not None and psn not in rev["req_psns"]:
                 err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
 
+    def first_answer(src, dst, last):
+        """The first frame from dst that acknowledges src's requests through PSN `last`: an ACK, or a READ
+        response (which acknowledges implicitly); None if there is none."""
+        rev = dirs.get((dst, src), {})
+        answers = [(n, psn) for n, psn, kind in rev.get("ack_psns", []) if kind == 0] + rev.get("resp_psns", [])
+        return min((n for n, psn in answers if psn_diff(psn, last) >= 0), default=None)
+
     # Whether each direction's final request was acknowledged on the wire, and what its sender did afterwards.
     # A peer that exits once it has everything (ibv_rc_pingpong) leaves a sender whose last ACK was lost with
     # nobody to answer its retransmissions; this line tells that case apart from a request that never arrived.
@@ -326,7 +333,7 @@ def main():
         if d["next_psn"] is None or rev is None:
             continue
         last = (d["next_psn"] - 1) & 0xFFFFFF
-        acked = next((n for n, psn, kind in rev.get("ack_psns", []) if kind == 0 and psn_diff(psn, last) >= 0), None)
+        acked = first_answer(src, dst, last)
         if acked is None:
             finals[(src, dst)] = f"final request PSN 0x{last:06x} never acknowledged by {dst}"
         else:
@@ -348,9 +355,8 @@ def main():
             if not sent:
                 continue
             last = (sent[-1] - 1) & 0xFFFFFF
-            rev = dirs.get((dst, src), {})
-            answers = [(n, psn) for n, psn, kind in rev.get("ack_psns", []) if kind == 0] + rev.get("resp_psns", [])
-            if not any(n <= start[0] and psn_diff(psn, last) >= 0 for n, psn in answers):
+            answered = first_answer(src, dst, last)
+            if answered is None or answered > start[0]:
                 pending.append(f"{src}'s request PSN 0x{last:06x}")
         then = (f"then {end[2]} sent a new request (frame {end[0]})" if end[3] == "new"
                 else f"then {end[2]} sent frame {end[0]}")

@@ -66,17 +66,25 @@ harness_summary() {
   [ "$failures" = 0 ]
 }
 
-# The first error line of the uroce log and of the guest log, as ' uroce:"..." guest:"..."': a failed case's
-# summary line carries them, because the summary is often all a CI log keeps.
-failure_notes() {
-  local ulog=$1 glog=$2 line notes=""
+# A failed case NAME (its $OUT/NAME.{uroce,guest,check}.log) and WHY (the exit statuses): prints the logs'
+# tails and the capture check's errors, counts the failure, and sets FAILURE_NOTES to the first error line of
+# each log (' uroce:"..." guest:"..."'), for the summary line, which is often all a CI log keeps.
+report_failure() {
+  local name=$1 why=$2 line
+  local ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
+  failures=$((failures + 1))
+  log "  FAILED: $why; logs in $OUT/$name.*"
+  grep -v '^EAL\|^TELEMETRY' "$ulog" | tail -3 | sed 's/^/    uroce: /'
+  tail -3 "$glog" | sed 's/^/    guest: /'
+  grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
+  FAILURE_NOTES=""
   # The tools' own complaints start with their name; DPDK's lines are not theirs.
   line=$(grep -m1 -E '^uroce-[a-z]+: ' "$ulog" 2>/dev/null | cut -c1-160)
   [ -n "$line" ] || line=$(grep -v '^EAL\|^TELEMETRY' "$ulog" 2>/dev/null | grep -m1 -iE 'error|fail|expected' | cut -c1-160)
-  [ -n "$line" ] && notes+=" uroce:\"$line\""
+  [ -n "$line" ] && FAILURE_NOTES+=" uroce:\"$line\""
   line=$(grep -m1 -iE "error|fail|can't|couldn|unable|r\^2" "$glog" 2>/dev/null | cut -c1-160)
-  [ -n "$line" ] && notes+=" guest:\"$line\""
-  printf '%s' "$notes"
+  [ -n "$line" ] && FAILURE_NOTES+=" guest:\"$line\""
+  return 0
 }
 
 # Runs on exit (the traps set where this file is sourced): stops a uroce process left running, the capture, the veth, and a harness this

@@ -97,12 +97,8 @@ run_case() {
   local verdict=PASS
   if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL
-    failures=$((failures + 1))
-    log "  FAILED: uroce exit $urc, guest exit $grc, capture check $crc; logs in $OUT/$name.*"
-    tail -3 "$ulog" | sed 's/^/    uroce: /'
-    tail -3 "$glog" | sed 's/^/    guest: /'
-    grep ERROR "$OUT/$name.check.log" | head -5 | sed 's/^/    /'
-    notes+=$(failure_notes "$ulog" "$glog")
+    report_failure "$name" "uroce exit $urc, guest exit $grc, capture check $crc"
+    notes+=$FAILURE_NOTES
   fi
   local naks
   naks=$(sed -n 's/.*, NAKs \([0-9]*\).*, RNR NAKs \([0-9]*\);.*/\1+\2rnr/p' "$OUT/$name.check.log" | paste -sd/ -)
