@@ -1,11 +1,14 @@
 #include "dataplane/eal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <fstream>
 #include <mutex>
 #include <sstream>
+#include <thread>
 
+#include <rte_alarm.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -267,6 +270,40 @@ Status init_eal_for_tests(const std::vector<std::string>& vdevs) {
   }
   config.engine.mbufs_per_engine = 4095;  // only for the memory estimate; each test sizes its own pools
   return init_eal(config);
+}
+
+namespace {
+
+struct InterruptThreadCall {
+  const std::function<void()>* work;
+  std::atomic<bool> done{false};
+};
+
+void run_interrupt_thread_call(void* arg) {
+  auto* call = static_cast<InterruptThreadCall*>(arg);
+  (*call->work)();
+  // Release: the waiter reads what `work` wrote once it sees `done`. No notify: the waiter may return, and take
+  // `call` off its stack, the moment this store lands.
+  call->done.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+void run_on_interrupt_thread(const std::function<void()>& work, std::chrono::milliseconds timeout) {
+  InterruptThreadCall call{&work};
+  if (rte_eal_alarm_set(1, run_interrupt_thread_call, &call) != 0) {
+    work();
+    return;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!call.done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  if (call.done.load(std::memory_order_acquire)) return;
+  // rte_eal_alarm_cancel() removes an alarm that has not started and waits for one that is running, so after it
+  // either `work` has run there or it never will.
+  (void)rte_eal_alarm_cancel(run_interrupt_thread_call, &call);
+  if (!call.done.load(std::memory_order_acquire)) work();
 }
 
 }  // namespace uroce::dataplane

@@ -11,7 +11,9 @@
 //   --lcores=0@<cpu0>,1@<cpu1>,...,<n>@(<allowed cpus>) --main-lcore=<n>
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -52,6 +54,14 @@ struct HugepageInfo {
 [[nodiscard]] bool eal_running() noexcept;
 // The arguments the running EAL was started with (empty before).
 [[nodiscard]] std::vector<std::string> eal_args();
+
+// Runs `work` on the EAL interrupt thread (as an EAL alarm) and returns once it has run. PMDs do their control
+// work on that thread (net_memif handles its peer's disconnect there), and the EAL calls that thread's callbacks
+// one at a time, so `work` cannot overlap any of them. If the alarm cannot be set, or has not started after
+// `timeout` (the interrupt thread is stuck), `work` runs on the calling thread instead. Control path only: it
+// allocates and sleeps.
+void run_on_interrupt_thread(const std::function<void()>& work,
+                             std::chrono::milliseconds timeout = std::chrono::seconds(5));
 
 // The EAL lcore id engine `engine` runs on.
 constexpr unsigned engine_lcore(EngineId engine) noexcept { return engine; }

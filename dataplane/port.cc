@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <thread>
 
@@ -102,7 +103,21 @@ Result<std::unique_ptr<PortSet>> PortSet::open(const config::Config& config, std
   }
   if (Status s = set->create_ring_links(config, queues); !s.ok()) return s;
   for (std::size_t i = 0; i < config.ports.size(); ++i) {
-    if (Status s = set->open_one(set->ports_[i], config.ports[i], pools, link_timeout); !s.ok()) return s;
+    if (Status s = set->open_one(set->ports_[i], config.ports[i], pools); !s.ok()) return s;
+  }
+  // Links come up only once every port has started, so that two ports of this set may be each other's peer (both
+  // ends of one memif socket).
+  const auto deadline = std::chrono::steady_clock::now() + link_timeout;
+  for (std::size_t i = 0; i < config.ports.size(); ++i) {
+    for (;;) {
+      rte_eth_link link{};
+      if (rte_eth_link_get_nowait(set->ports_[i].port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) break;
+      if (std::chrono::steady_clock::now() >= deadline) {
+        return Status::error(port_label(config.ports[i]) + ": the link is still down after " +
+                             std::to_string(link_timeout.count()) + " ms (is the peer running?)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
   }
   return set;
 }
@@ -149,8 +164,7 @@ Status PortSet::create_ring_links(const config::Config& config, unsigned queues)
   return {};
 }
 
-Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte_mempool* const> pools,
-                         std::chrono::milliseconds link_timeout) {
+Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte_mempool* const> pools) {
   const std::string label = port_label(pc);
   const auto queues = static_cast<uint16_t>(pools.size());
 
@@ -228,17 +242,6 @@ Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte
   if (const int rc = rte_eth_dev_start(id); rc != 0)
     return Status::error(label + ": rte_eth_dev_start: " + errno_text(rc));
   started_[port.index] = true;
-
-  const auto deadline = std::chrono::steady_clock::now() + link_timeout;
-  for (;;) {
-    rte_eth_link link{};
-    if (rte_eth_link_get_nowait(id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
-      return Status::error(label + ": the link is still down after " + std::to_string(link_timeout.count()) +
-                           " ms (is the peer running?)");
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
   return {};
 }
 
@@ -247,16 +250,33 @@ PortSet::~PortSet() { close(); }
 void PortSet::close() noexcept {
   if (closed_) return;
   closed_ = true;
-  for (Port& p : ports_) {
-    if (started_[p.index]) (void)rte_eth_dev_stop(p.port_id);
-  }
-  for (Port& p : ports_) {
-    if (!have_ethdev_[p.index]) continue;
-    if (p.device.kind == DeviceKind::kVdev) {
-      (void)rte_vdev_uninit(p.device.name.c_str());  // closes the ethdev and lets a later PortSet probe it again
-    } else {
-      (void)rte_eth_dev_close(p.port_id);
+  const std::function<void()> stop_and_close = [this] {
+    for (Port& p : ports_) {
+      if (started_[p.index]) (void)rte_eth_dev_stop(p.port_id);
     }
+    for (Port& p : ports_) {
+      if (!have_ethdev_[p.index]) continue;
+      if (p.device.kind == DeviceKind::kVdev) {
+        (void)rte_vdev_uninit(p.device.name.c_str());  // closes the ethdev and lets a later PortSet probe it again
+      } else {
+        (void)rte_eth_dev_close(p.port_id);
+      }
+    }
+  };
+  // net_memif handles its peer's hang-up on the EAL interrupt thread: memif_disconnect() there closes the queue
+  // interrupts and frees the shared regions. Stopping and closing the port do the same from this thread, and DPDK 22.11
+  // orders neither against the other. A peer that closes at about the moment we do thus gets them freed twice, or after
+  // the close freed the port's private data: a SEGV in rte_free() under memif_free_regions() on the interrupt thread
+  // (seen in CI, after all the traffic). Run on that thread, our teardown waits its turn behind the PMD's handler.
+  const bool any_memif = std::any_of(ports_.begin(), ports_.end(), [this](const Port& p) {
+    rte_eth_dev_info info{};
+    return have_ethdev_[p.index] && rte_eth_dev_info_get(p.port_id, &info) == 0 && info.driver_name != nullptr &&
+           std::strcmp(info.driver_name, "net_memif") == 0;
+  });
+  if (any_memif) {
+    run_on_interrupt_thread(stop_and_close);
+  } else {
+    stop_and_close();
   }
   // The ports are gone, so nothing else touches the rings: free what the peers sent but nobody received.
   for (rte_ring* r : rings_) {

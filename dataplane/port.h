@@ -7,7 +7,8 @@
 //
 // Closing stops every port and closes it: ring ports are destroyed with their rings (mbufs still in them are
 // freed), vdevs are removed with rte_vdev_uninit so that a later PortSet in the same process can probe them
-// again, and PCI ports are closed (they cannot be reopened in this process).
+// again, and PCI ports are closed (they cannot be reopened in this process). A set with a memif port does all of
+// that on the EAL interrupt thread, where the memif PMD handles its peer's disconnect (see close()).
 #pragma once
 
 #include <array>
@@ -67,8 +68,8 @@ class PortSet {
  private:
   PortSet() = default;
   [[gnu::cold]] Status create_ring_links(const config::Config& config, unsigned queues);
-  [[gnu::cold]] Status open_one(Port& port, const config::PortConfig& pc, std::span<rte_mempool* const> pools,
-                                std::chrono::milliseconds link_timeout);
+  // Opens and starts one port; open() then waits for every link.
+  [[gnu::cold]] Status open_one(Port& port, const config::PortConfig& pc, std::span<rte_mempool* const> pools);
 
   std::vector<Port> ports_;
   std::vector<bool> have_ethdev_;  // port_id is valid and ours to close
