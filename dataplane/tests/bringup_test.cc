@@ -13,7 +13,29 @@ namespace {
 using proto::Opcode;
 using ::testing::HasSubstr;
 
-class BringUpTest : public LoopbackTest {};
+class BringUpTest : public LoopbackTest {
+ protected:
+  // Starts `config` and sends ten SEND Only frames from engine 1 on port 0 to engine 1's QP at port `to`: all ten
+  // must arrive.
+  void start_and_pass_ten_frames(const config::Config& config, PortIndex to) {
+    Dataplane& dp = start(config);
+    RecordingEndpoint endpoint;
+    ASSERT_TRUE(dp.engine(1).register_qp(make_qpn(1, 2), endpoint.endpoint()).ok());
+    FrameGenerator traffic(0, 10, [&](uint64_t i, std::span<uint8_t> out) {
+      return proto::build_packet(roce_spec(dp, 0, to, make_qpn(1, 2), Opcode::kRcSendOnly, static_cast<uint32_t>(i)),
+                                 out);
+    });
+    run_generator(dp.engine(1), traffic);
+    EXPECT_TRUE(eventually([&] { return endpoint.count() == 10; }));
+  }
+};
+
+config::PortConfig addressed_port(const std::string& name, const std::string& device, uint8_t host) {
+  config::PortConfig port = port_config(name, device);
+  port.mac = config::MacAddress{0x02, 0, 0, 0, 0, host};
+  port.addresses = {ipv4(198, 18, 1, host)};
+  return port;
+}
 
 std::string start_error(const config::Config& config) {
   auto dp = Dataplane::start(config);
@@ -47,20 +69,10 @@ TEST_F(BringUpTest, BadConfigurationsFailWithAClearMessage) {
 
 TEST_F(BringUpTest, VdevPortsOpenCloseAndReopen) {
   config::Config config = loopback_config();
-  config::PortConfig loop = port_config("loop", "net_ring0");  // a net_ring vdev is a loopback port
-  loop.mac = config::MacAddress{0x02, 0, 0, 0, 0, 0x0c};
-  loop.addresses = {ipv4(198, 18, 1, 1)};
-  config.ports = {loop};
+  config.ports = {addressed_port("loop", "net_ring0", 1)};  // a net_ring vdev is a loopback port
   for (int round = 0; round < 2; ++round) {
-    Dataplane& dp = start(config);
-    RecordingEndpoint endpoint;
-    ASSERT_TRUE(dp.engine(1).register_qp(make_qpn(1, 2), endpoint.endpoint()).ok());
-    FrameGenerator traffic(0, 10, [&](uint64_t i, std::span<uint8_t> out) {
-      return proto::build_packet(roce_spec(dp, 0, 0, make_qpn(1, 2), Opcode::kRcSendOnly, static_cast<uint32_t>(i)),
-                                 out);
-    });
-    run_generator(dp.engine(1), traffic);
-    EXPECT_TRUE(eventually([&] { return endpoint.count() == 10; })) << "round " << round;
+    SCOPED_TRACE("round " + std::to_string(round));
+    start_and_pass_ten_frames(config, 0);
     dp_.reset();
   }
 }
@@ -72,24 +84,11 @@ TEST_F(BringUpTest, VdevPortsOpenCloseAndReopen) {
 TEST_F(BringUpTest, MemifPairInOneProcessCarriesTrafficAndClosesCleanly) {
   const std::string socket = "/tmp/uroce-bringup-memif-" + std::to_string(::getpid()) + ".sock";
   config::Config config = loopback_config();
-  config::PortConfig server = port_config("server", "net_memif0,role=server,id=0,socket-abstract=no,socket=" + socket);
-  server.mac = config::MacAddress{0x02, 0, 0, 0, 0, 0x0d};
-  server.addresses = {ipv4(198, 18, 1, 1)};
-  config::PortConfig client = port_config("client", "net_memif1,role=client,id=0,socket-abstract=no,socket=" + socket);
-  client.mac = config::MacAddress{0x02, 0, 0, 0, 0, 0x0e};
-  client.addresses = {ipv4(198, 18, 1, 2)};
-  config.ports = {server, client};
+  config.ports = {addressed_port("server", "net_memif0,role=server,id=0,socket-abstract=no,socket=" + socket, 1),
+                  addressed_port("client", "net_memif1,role=client,id=0,socket-abstract=no,socket=" + socket, 2)};
   for (int round = 0; round < 5; ++round) {
-    Dataplane& dp = start(config);
-    RecordingEndpoint endpoint;
-    ASSERT_TRUE(dp.engine(1).register_qp(make_qpn(1, 2), endpoint.endpoint()).ok());
-    FrameGenerator traffic(0, 10, [&](uint64_t i, std::span<uint8_t> out) {
-      return proto::build_packet(roce_spec(dp, 0, 1, make_qpn(1, 2), Opcode::kRcSendOnly, static_cast<uint32_t>(i)),
-                                 out);
-    });
-    run_generator(dp.engine(1), traffic);
-    EXPECT_TRUE(eventually([&] { return endpoint.count() == 10; })) << "round " << round;
-    dp.stop_engines();  // memif unmaps its rings on disconnect: nothing may poll them then (dpdk-env.md §4)
+    SCOPED_TRACE("round " + std::to_string(round));
+    start_and_pass_ten_frames(config, 1);
     dp_.reset();
   }
 }
