@@ -268,6 +268,7 @@ void PortSet::close() noexcept {
   // orders neither against the other. A peer that closes at about the moment we do thus gets them freed twice, or after
   // the close freed the port's private data: a SEGV in rte_free() under memif_free_regions() on the interrupt thread
   // (seen in CI, after all the traffic). Run on that thread, our teardown waits its turn behind the PMD's handler.
+  // Other PMDs still close on this thread: none of ours hands teardown work to the interrupt thread.
   const bool any_memif = std::any_of(ports_.begin(), ports_.end(), [this](const Port& p) {
     rte_eth_dev_info info{};
     return have_ethdev_[p.index] && rte_eth_dev_info_get(p.port_id, &info) == 0 && info.driver_name != nullptr &&
