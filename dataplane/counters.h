@@ -61,7 +61,17 @@ struct TransportCounters {
   Counter resp_remote_access_errors;
   Counter req_remote_access_errors;
   Counter req_remote_invalid_request;
-  Counter ack_deferred;  // responder: ACK coalesced (rxe)
+  Counter resp_invalid_request;          // responder: Invalid Request NAK sent
+  Counter resp_resources_exceeded;       // responder: READ/atomic beyond max_dest_rd_atomic (NAKed)
+  Counter resp_duplicate_unmatched;      // responder: duplicate READ/atomic matching no saved request
+  Counter req_remote_operational_error;  // requester: Remote Operational Error NAK received
+  Counter req_response_out_of_window;    // requester: ACK/NAK/response outside [unacked, next)
+  Counter req_unexpected_response;       // requester: response the oldest request did not ask for
+  Counter rx_qp_not_ready;               // QP in RESET/INIT/ERROR
+  Counter rx_pkey_mismatch;              // BTH P_Key is not the QP's
+  Counter rx_wrong_transport;            // another transport's opcode at an RC QP
+  Counter rx_path_mismatch;              // not from the connected peer's address to ours
+  Counter ack_deferred;                  // responder: ACK coalesced (rxe)
   Counter np_cnp_sent;
   Counter rp_cnp_handled;
   Counter np_ecn_marked_roce_packets;

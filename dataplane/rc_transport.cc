@@ -215,6 +215,16 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
   add(t.resp_remote_access_errors, now.resp_remote_access_error, was.resp_remote_access_error);
   add(t.req_remote_access_errors, now.req_remote_access_error, was.req_remote_access_error);
   add(t.req_remote_invalid_request, now.req_remote_invalid_request, was.req_remote_invalid_request);
+  add(t.resp_invalid_request, now.resp_invalid_request, was.resp_invalid_request);
+  add(t.resp_resources_exceeded, now.resp_resources_exceeded, was.resp_resources_exceeded);
+  add(t.resp_duplicate_unmatched, now.resp_duplicate_unmatched, was.resp_duplicate_unmatched);
+  add(t.req_remote_operational_error, now.req_remote_operational_error, was.req_remote_operational_error);
+  add(t.req_response_out_of_window, now.req_response_out_of_window, was.req_response_out_of_window);
+  add(t.req_unexpected_response, now.req_unexpected_response, was.req_unexpected_response);
+  add(t.rx_qp_not_ready, now.rx_qp_not_ready, was.rx_qp_not_ready);
+  add(t.rx_pkey_mismatch, now.rx_pkey_mismatch, was.rx_pkey_mismatch);
+  add(t.rx_wrong_transport, now.rx_wrong_transport, was.rx_wrong_transport);
+  add(t.rx_path_mismatch, now.rx_path_mismatch, was.rx_path_mismatch);
 }
 
 // ------------------------------------------------------------ EngineTransport
@@ -285,7 +295,10 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
 
 // --------------------------------------------------------------- RcTransport
 
-RcTransport::RcTransport(Dataplane& dataplane) : dataplane_(dataplane), memory_(kMemorySlots) {}
+RcTransport::RcTransport(Dataplane& dataplane)
+    : dataplane_(dataplane), memory_(kMemorySlots), random_(std::random_device{}()) {
+  key_generation_ = static_cast<uint8_t>(random_());
+}
 
 Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   std::unique_ptr<RcTransport> t(new RcTransport(dataplane));
@@ -319,9 +332,14 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   const uint32_t sq = setup.send_queue->capacity();
   if (sq == 0 || (sq & (sq - 1)) != 0) return Status::error("send queue capacity must be a power of two");
   std::lock_guard lock(mutex_);
+  // The first free slot from a random one on (so the QPN is not predictable), wrapping around.
   auto& slots = qp_slots_[engine];
-  const auto free = std::find(slots.begin(), slots.end(), false);
-  if (free == slots.end()) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+  const auto start = slots.begin() + static_cast<std::ptrdiff_t>(random_() % slots.size());
+  auto free = std::find(start, slots.end(), false);
+  if (free == slots.end()) {
+    free = std::find(slots.begin(), start, false);
+    if (free == start) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+  }
   *free = true;
   const proto::Qpn qpn = make_qpn(engine, static_cast<uint32_t>(free - slots.begin()));
   auto qp = std::make_unique<RcQueuePair>(qpn, setup, *engines_[engine]);

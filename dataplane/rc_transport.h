@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 #include <vector>
 
 #include "config/config.h"
@@ -224,6 +225,9 @@ class RcTransport {
   std::vector<std::unique_ptr<RcQueuePair>> qps_;
   std::vector<uint32_t> free_memory_slots_;
   uint32_t next_memory_slot_ = 1;
+  // Identifiers an off-path attacker cannot guess from the last run: QPNs take a random free slot, and key
+  // bytes start at a random value per transport (NICs vary their key bytes the same way). Under mutex_.
+  std::mt19937 random_;
   uint8_t key_generation_ = 0;
   std::mutex mutex_;
 };

@@ -36,7 +36,14 @@ void PacketTemplate::init(const PacketSpec& base) noexcept {
   const std::size_t n = build_packet(s, scratch);
   headers_length_ = n - kIcrcSize;
   std::memcpy(bytes_.data(), scratch.data(), headers_length_);
-  if (ip_version_ != IpVersion::kV4) return;
+  const uint8_t* const l3 = bytes_.data() + l3_offset_;
+  if (ip_version_ != IpVersion::kV4) {
+    std::memcpy(reply_addresses_.data(), l3 + Ipv6::kDstOffset, Ipv6::kAddrSize);
+    std::memcpy(reply_addresses_.data() + Ipv6::kAddrSize, l3 + Ipv6::kSrcOffset, Ipv6::kAddrSize);
+    return;
+  }
+  std::memcpy(reply_addresses_.data(), l3 + Ipv4::dst.kOffset, 4);
+  std::memcpy(reply_addresses_.data() + 4, l3 + Ipv4::src.kOffset, 4);
 
   // The per-packet fields are zero in the head words; everything else is the template's.
   std::array<uint8_t, 48> head{};
@@ -53,6 +60,14 @@ void PacketTemplate::init(const PacketSpec& base) noexcept {
   std::memcpy(ipv4_words_.data(), head.data(), head.size());
   // ipv4_header_checksum() is ~(sum of the header with length and checksum zero): undo the complement.
   ipv4_partial_sum_ = static_cast<uint16_t>(~ipv4_header_checksum(head.data() + kHeadIp));
+}
+
+bool PacketTemplate::is_reply(const ParsedPacket& p) const noexcept {
+  if (p.ip_version != ip_version_) return false;
+  const uint8_t* const l3 = p.frame.data() + p.l3_offset;
+  // IPv4 source and destination are adjacent, and so are IPv6's: one compare each.
+  if (ip_version_ == IpVersion::kV4) return std::memcmp(l3 + Ipv4::src.kOffset, reply_addresses_.data(), 8) == 0;
+  return std::memcmp(l3 + Ipv6::kSrcOffset, reply_addresses_.data(), 2 * Ipv6::kAddrSize) == 0;
 }
 
 PacketTemplate::Stamped PacketTemplate::stamp(uint8_t* out, Opcode op, std::size_t payload_length, Psn psn,

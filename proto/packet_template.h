@@ -19,6 +19,7 @@
 #include <cstdint>
 
 #include "proto/packet_builder.h"
+#include "proto/packet_parser.h"
 
 namespace uroce::proto {
 
@@ -50,6 +51,11 @@ class PacketTemplate {
 
   [[nodiscard]] IpVersion ip_version() const noexcept { return ip_version_; }
 
+  // True when `p` came back along this path: the same IP version, from the address these headers send to, to
+  // the address they send from. An RC QP acts only on such packets, as rxe checks them: anything else was sent
+  // by someone other than the connected peer, or to someone other than us.
+  [[nodiscard]] bool is_reply(const ParsedPacket& p) const noexcept;
+
  private:
   static constexpr std::size_t pad_for(std::size_t n) noexcept { return (4 - n % 4) % 4; }
 
@@ -64,6 +70,9 @@ class PacketTemplate {
   // PSN) zero, and the IPv4 header's one's complement sum without length and checksum.
   std::array<uint64_t, 6> ipv4_words_{};
   uint32_t ipv4_partial_sum_ = 0;
+  // A reply's source and destination addresses as they appear in its IP header (our destination, then our
+  // source): 8 bytes for IPv4, 32 for IPv6.
+  std::array<uint8_t, 2 * Ipv6::kAddrSize> reply_addresses_{};
 };
 
 }  // namespace uroce::proto

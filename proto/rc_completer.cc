@@ -17,6 +17,22 @@ uint64_t RcQp::next_deadline_ns() const noexcept {
   return retransmit_deadline_ns_;
 }
 
+// After a rewind (go-back-N), acknowledgements and responses for packets sent before it can overtake the send
+// cursor: it moves up to the oldest unacknowledged PSN, so the next request it sends starts there, with the PSN
+// and the offset into its WQE agreeing (a READ re-requested from a PSN whose offset disagrees would have its
+// responses placed at the wrong offset).
+void RcQp::keep_send_cursor_ahead() noexcept {
+  if (static_cast<int32_t>(sq_next_ - sq_oldest_) < 0) {
+    sq_next_ = sq_oldest_;
+    send_offset_ = 0;
+  }
+  if (is_before(next_psn_, unacked_psn_)) {
+    next_psn_ = unacked_psn_;
+    if (sq_next_ == sq_oldest_ && progress(sq_oldest_).started)
+      send_offset_ = static_cast<uint32_t>(distance(unacked_psn_, progress(sq_oldest_).first_psn)) * attrs_.path_mtu;
+  }
+}
+
 // Everything up to and including `psn` is acknowledged: retire the WQEs it covers.
 // A READ or atomic it covers whose response never came means that response was
 // lost (rocev2.md §4.5: implied NAK): stop there so the caller can go back to it.
@@ -53,15 +69,7 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
     complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
     progressed = true;
   }
-  if (static_cast<int32_t>(sq_next_ - sq_oldest_) < 0) {  // the ACK overtook a rewound send cursor
-    sq_next_ = sq_oldest_;
-    send_offset_ = 0;
-  }
-  if (is_before(next_psn_, unacked_psn_)) {
-    next_psn_ = unacked_psn_;
-    if (sq_next_ == sq_oldest_ && progress(sq_oldest_).started)
-      send_offset_ = static_cast<uint32_t>(distance(unacked_psn_, progress(sq_oldest_).first_psn)) * attrs_.path_mtu;
-  }
+  keep_send_cursor_ahead();
   if (progressed) {
     retries_left_ = attrs_.retry_count;  // forward progress resets the retry budget
     retry_pending_ = false;
@@ -73,8 +81,10 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
 void RcQp::on_ack(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
   const AethSyndrome syndrome(p.ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome));
-  // An ACK beyond anything we sent is not for us: ignore it.
-  if (!is_before(psn, sent_limit())) return;
+  if (!in_response_window(psn)) {
+    ++counters_.req_response_out_of_window;
+    return;
+  }
   switch (syndrome.kind()) {
     case AethKind::kAck:
       if (acknowledge_through(psn) == AckResult::kLostResponse) on_lost_response();
@@ -149,16 +159,23 @@ void RcQp::scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> d
 
 void RcQp::on_read_response(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
-  if (is_before(psn, unacked_psn_) || !is_before(psn, sent_limit())) return;  // duplicate or stray
+  if (!in_response_window(psn)) {  // a duplicate, or stray
+    ++counters_.req_response_out_of_window;
+    return;
+  }
   // A response implicitly acknowledges every earlier request (rocev2.md §4.5).
   if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
     on_lost_response();
     return;
   }
-  if (state_ == QpState::kError || sq_oldest_ == env_->send_queue_tail()) return;
+  if (state_ == QpState::kError) return;
+  if (sq_oldest_ == env_->send_queue_tail() || !progress(sq_oldest_).started ||
+      wqe(sq_oldest_).op != WorkOp::kRdmaRead) {
+    ++counters_.req_unexpected_response;
+    return;
+  }
   const SendWqe& w = wqe(sq_oldest_);
   WqeProgress& pr = progress(sq_oldest_);
-  if (!pr.started || w.op != WorkOp::kRdmaRead) return;
   if (psn != unacked_psn_) {  // earlier responses of this READ were lost: ask again for the tail
     on_lost_response();
     return;
@@ -185,19 +202,27 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
     retire_local_operations();
   }
+  keep_send_cursor_ahead();
   restart_timer();
 }
 
 void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
-  if (is_before(psn, unacked_psn_) || !is_before(psn, sent_limit())) return;
+  if (!in_response_window(psn)) {
+    ++counters_.req_response_out_of_window;
+    return;
+  }
   if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
     on_lost_response();
     return;
   }
-  if (state_ == QpState::kError || sq_oldest_ == env_->send_queue_tail()) return;
+  if (state_ == QpState::kError) return;
+  if (sq_oldest_ == env_->send_queue_tail() || !progress(sq_oldest_).started || !is_atomic(wqe(sq_oldest_).op) ||
+      progress(sq_oldest_).first_psn != psn) {
+    ++counters_.req_unexpected_response;
+    return;
+  }
   const SendWqe& w = wqe(sq_oldest_);
-  if (!progress(sq_oldest_).started || !is_atomic(w.op) || progress(sq_oldest_).first_psn != psn) return;
   uint8_t original[8];
   const uint64_t value = p.ext<AtomicAckEth>(ExtHeader::kAtomicAckEth).get(AtomicAckEth::original_data);
   std::memcpy(original, &value, sizeof original);  // host order in local memory, as verbs returns it
@@ -211,6 +236,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   retry_pending_ = false;
   complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
   retire_local_operations();
+  keep_send_cursor_ahead();
   restart_timer();
 }
 
@@ -274,14 +300,33 @@ void RcQp::on_timer() noexcept {
   retry_or_fail(CompletionStatus::kRetryExceeded);
 }
 
+// Every packet is checked against the connected path before anything acts on it (treat every peer as an
+// attacker): the QP's state, the addresses, the P_Key and the transport. Each drop is counted by its reason.
 void RcQp::on_packet(const ParsedPacket& p) noexcept {
-  if (state_ == QpState::kError || state_ == QpState::kReset || state_ == QpState::kInit) return;
-  if (!pkey_matches(p.bth().get(Bth::pkey), attrs_.pkey) || p.info->transport != Transport::kRc) return;
+  if (state_ == QpState::kError || state_ == QpState::kReset || state_ == QpState::kInit) {
+    ++counters_.rx_qp_not_ready;
+    return;
+  }
+  if (!headers_.is_reply(p)) {
+    ++counters_.rx_path_mismatch;
+    return;
+  }
+  if (!pkey_matches(p.bth().get(Bth::pkey), attrs_.pkey)) {
+    ++counters_.rx_pkey_mismatch;
+    return;
+  }
+  if (p.info->transport != Transport::kRc) {
+    ++counters_.rx_wrong_transport;
+    return;
+  }
   if (p.info->is(kRequest)) {
     on_request(p);
     return;
   }
-  if (state_ != QpState::kReadyToSend) return;
+  if (state_ != QpState::kReadyToSend) {
+    ++counters_.rx_qp_not_ready;
+    return;
+  }
   switch (p.info->operation) {
     case Operation::kAcknowledge:
       on_ack(p);
@@ -293,6 +338,7 @@ void RcQp::on_packet(const ParsedPacket& p) noexcept {
       on_atomic_ack(p);
       break;
     default:
+      ++counters_.req_unexpected_response;
       break;
   }
 }

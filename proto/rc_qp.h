@@ -117,6 +117,11 @@ class RcQp {
   [[nodiscard]] Psn sent_limit() const noexcept {
     return is_after(next_psn_, resend_limit_psn_) ? next_psn_ : resend_limit_psn_;
   }
+  // A response acts only on PSNs that were sent and are not yet acknowledged (IBTA 9.7.5.1; rxe's completer
+  // drops the rest): a forged ACK or NAK needs a PSN inside that window, not just anywhere before it.
+  [[nodiscard]] bool in_response_window(Psn psn) const noexcept {
+    return !is_before(psn, unacked_psn_) && is_before(psn, sent_limit());
+  }
   bool start_wqe(uint32_t index) noexcept;
   void execute_local(uint32_t index) noexcept;
   void retire_local_operations() noexcept;
@@ -128,6 +133,7 @@ class RcQp {
 
   // --- completer (rc_completer.cc) ---
   enum class AckResult : uint8_t { kProgress, kLostResponse };
+  void keep_send_cursor_ahead() noexcept;
   AckResult acknowledge_through(Psn psn) noexcept;
   void on_ack(const ParsedPacket& p) noexcept;
   void on_read_response(const ParsedPacket& p) noexcept;
@@ -150,6 +156,11 @@ class RcQp {
     uint32_t length = 0;
     const uint8_t* data = nullptr;
     uint64_t atomic_original = 0;
+    bool saved = false;  // holds a request (the ring starts empty)
+    // A response from this slot is queued or being sent. The slot is then live: a new request may not take it
+    // (that peer has more READs/atomics outstanding than it was granted), and a duplicate is answered by the
+    // response already on its way.
+    bool responding = false;
   };
   struct PendingResponse {
     uint8_t resource;
@@ -164,6 +175,8 @@ class RcQp {
   bool receive_atomic(const ParsedPacket& p) noexcept;
   bool take_receive_wqe(Psn psn) noexcept;
   void queue_response(uint8_t resource, Psn psn, uint32_t offset) noexcept;
+  [[nodiscard]] uint8_t resource_limit() const noexcept;
+  bool claim_resource(Psn psn) noexcept;
   uint8_t save_resource(const Resource& r) noexcept;
   bool send_read_response(PendingResponse& pr) noexcept;
   bool send_atomic_ack(const PendingResponse& pr) noexcept;

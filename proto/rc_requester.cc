@@ -270,6 +270,7 @@ void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
   env_->flush_receives();
   retransmit_deadline_ns_ = rnr_deadline_ns_ = 0;
   resp_head_ = resp_tail_ = 0;
+  for (Resource& r : resources_) r.responding = false;
   ack_pending_ = false;
   in_message_ = Message::kNone;
 }

@@ -269,23 +269,41 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   return true;
 }
 
+uint8_t RcQp::resource_limit() const noexcept {
+  return std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
+}
+
+// The saved requests are a ring of max_dest_rd_atomic slots, and a new READ or atomic takes the oldest, as rxe
+// does (rocev2.md §4.4 step 4): a slot whose response has gone out is kept only to replay a duplicate. A slot
+// whose response is still queued is live, and the peer then has more READs/atomics outstanding than it was
+// granted: that is an Invalid Request (IBTA 9.7.5.2.3; C9-?: more than the responder resources), never a reuse
+// of a slot a queued response still reads from. Checked before the request acts on anything.
+bool RcQp::claim_resource(Psn psn) noexcept {
+  if (!resources_[resource_next_].responding) return true;
+  ++counters_.resp_resources_exceeded;
+  ++counters_.resp_invalid_request;
+  responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+  return false;
+}
+
 uint8_t RcQp::save_resource(const Resource& r) noexcept {
-  // A ring of max_dest_rd_atomic saved requests; the oldest is recycled, as rxe does
-  // (rocev2.md §4.4 step 4). The requester keeps within the limit.
-  const uint8_t limit = std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
   const uint8_t slot = resource_next_;
   resources_[slot] = r;
-  resource_next_ = static_cast<uint8_t>((slot + 1) % limit);
+  resources_[slot].saved = true;
+  resource_next_ = static_cast<uint8_t>((slot + 1) % resource_limit());
   return slot;
 }
 
+// At most one response per slot is queued (claim_resource, on_duplicate), and at most resource_limit() slots
+// exist, so the ring, twice kMaxResponderResources long, never fills.
 void RcQp::queue_response(uint8_t resource, Psn psn, uint32_t offset) noexcept {
-  if (resp_tail_ - resp_head_ == responses_.size()) return;  // full: the requester will retry
+  resources_[resource].responding = true;
   responses_[resp_tail_++ % responses_.size()] = {resource, psn, offset};
 }
 
 bool RcQp::receive_read(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
+  if (!claim_resource(psn)) return false;
   const auto reth = p.ext<Reth>(ExtHeader::kReth);
   Resource r;
   r.first_psn = psn;
@@ -318,6 +336,7 @@ bool RcQp::receive_atomic(const ParsedPacket& p) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
     return false;
   }
+  if (!claim_resource(psn)) return false;
   uint8_t* target = (attrs_.access & kAccessRemoteAtomic)
                         ? env_->resolve_remote(a.get(AtomicEth::rkey), va, 8, kAccessRemoteAtomic)
                         : nullptr;
@@ -358,18 +377,22 @@ void RcQp::on_duplicate(const ParsedPacket& p) noexcept {
     request_credit_ack(expected_psn_ - 1);
     return;
   }
-  const uint8_t limit = std::clamp<uint8_t>(attrs_.max_dest_rd_atomic, 1, kMaxResponderResources);
+  const uint8_t limit = resource_limit();
   for (uint8_t i = 0; i < limit; ++i) {
     const Resource& r = resources_[i];
-    if (is_before(psn, r.first_psn) || is_after(psn, r.last_psn) || (r.length == 0 && !r.atomic && psn != r.first_psn))
+    if (!r.saved || is_before(psn, r.first_psn) || is_after(psn, r.last_psn) ||
+        (r.length == 0 && !r.atomic && psn != r.first_psn))
       continue;
+    if (r.responding) return;  // its response is still going out, and answers the duplicate too
     if (op == Operation::kRdmaReadRequest && !r.atomic) {
       // The retry may ask for the tail only: it must lie inside the original READ.
       const auto reth = p.ext<Reth>(ExtHeader::kReth);
       const auto offset = static_cast<uint32_t>(distance(psn, r.first_psn)) * attrs_.path_mtu;
       if (reth.get(Reth::rkey) != r.rkey || reth.get(Reth::va) != r.va + offset ||
-          reth.get(Reth::dma_length) != r.length - offset)
+          reth.get(Reth::dma_length) != r.length - offset) {
+        ++counters_.resp_duplicate_unmatched;
         return;
+      }
       queue_response(i, psn, offset);
       return;
     }
@@ -378,7 +401,7 @@ void RcQp::on_duplicate(const ParsedPacket& p) noexcept {
       return;
     }
   }
-  // No saved request matches: drop silently.
+  ++counters_.resp_duplicate_unmatched;  // no saved request matches: drop silently
 }
 
 bool RcQp::send_read_response(PendingResponse& pr) noexcept {
@@ -433,7 +456,10 @@ unsigned RcQp::respond(unsigned budget) noexcept {
       return sent;
     }
     ++sent;
-    if (r.atomic || pr.offset >= r.length) ++resp_head_;  // a zero-length READ is done after its one ONLY
+    if (r.atomic || pr.offset >= r.length) {  // a zero-length READ is done after its one ONLY
+      resources_[pr.resource].responding = false;
+      ++resp_head_;
+    }
   }
   if (resp_head_ == resp_tail_ && ack_pending_ && sent < budget) {
     if (send_ack(ack_psn_, ack_syndrome_at_send_ ? ack_syndrome() : ack_syndrome_pending_)) {

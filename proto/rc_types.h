@@ -175,6 +175,15 @@ struct RcCounters {
   uint64_t req_remote_invalid_request = 0;
   uint64_t req_remote_operational_error = 0;
   uint64_t tx_backpressure = 0;  // no TX buffer: the state machine retries later
+  // Dropped before anything acts on them (each names the first check the packet failed):
+  uint64_t rx_qp_not_ready = 0;             // the QP is in RESET, INIT or ERROR (or not yet RTS, for a response)
+  uint64_t rx_pkey_mismatch = 0;            // BTH P_Key is not the QP's (IBTA C9-42)
+  uint64_t rx_wrong_transport = 0;          // a UC, UD or other transport's opcode at an RC QP
+  uint64_t rx_path_mismatch = 0;            // not from the connected peer's IP address to ours, or another IP version
+  uint64_t req_response_out_of_window = 0;  // an ACK, NAK or response for PSNs outside [oldest unacked, next)
+  uint64_t req_unexpected_response = 0;     // a READ response or atomic ACK that the oldest request did not ask for
+  uint64_t resp_duplicate_unmatched = 0;    // a duplicate READ/atomic that no saved request matches
+  uint64_t resp_resources_exceeded = 0;     // a READ/atomic beyond max_dest_rd_atomic outstanding (NAKed)
 };
 
 }  // namespace uroce::proto
