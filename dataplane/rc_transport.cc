@@ -278,9 +278,14 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
     et.activate(*qp);
   }
   bool worked = n != 0;
+  // Idle QPs sync their counters as they leave the active list; busy ones every millisecond or so, so that
+  // telemetry also moves while a QP always has work (a request outstanding, a peer that never answers).
+  const bool sync_busy = ctx.now() >= et.next_counter_sync_tsc_;
+  if (sync_busy) et.next_counter_sync_tsc_ = ctx.now() + ctx.tsc_hz() / 1000;
   for (std::size_t i = 0; i < et.active_.size();) {
     RcQueuePair* qp = et.active_[i];
     if (qp->poll(ctx)) {
+      if (sync_busy) qp->sync_counters(ctx.counters().transport);
       worked = true;
       ++i;
     } else {

@@ -174,6 +174,7 @@ class EngineTransport {
   rte_ring* doorbells_ = nullptr;
   std::vector<RcQueuePair*> active_;
   uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC tick in 32.32 fixed point
+  uint64_t next_counter_sync_tsc_ = 0;
 };
 
 // The control path of the RC transport for one Dataplane.

@@ -168,10 +168,10 @@ class RcWorld {
   [[nodiscard]] Dataplane& dataplane() { return *dataplane_; }
   [[nodiscard]] RcTransport& transport() { return *transport_; }
 
-  // A on engine 0 / port a, B on the last engine / port b, connected both ways.
-  std::pair<Player*, Player*> connected_pair(uint32_t mtu, proto::RcQpAttributes attrs = {}) {
+  // A on engine `a_engine` / port a, B on the last engine / port b, connected both ways.
+  std::pair<Player*, Player*> connected_pair(uint32_t mtu, proto::RcQpAttributes attrs = {}, EngineId a_engine = 0) {
     const EngineId last = static_cast<EngineId>(dataplane_->engine_count() - 1);
-    players_.push_back(std::make_unique<Player>(*transport_, 0, kPortA, 1));
+    players_.push_back(std::make_unique<Player>(*transport_, a_engine, kPortA, 1));
     Player* a = players_.back().get();
     players_.push_back(std::make_unique<Player>(*transport_, last, kPortB, 1));
     Player* b = players_.back().get();
