@@ -53,7 +53,8 @@ inline __m128i merge_lanes(__m512i acc) noexcept {
 }
 
 // Absorbs [p, end) into `z0`, whose four lanes hold the folded state of the 64 bytes before p
-// (lane 0 carrying everything earlier), and returns the CRC.
+// (lane 0 carrying everything earlier), and returns the CRC. Every wide path of this file ends
+// here, and the public functions tail-call it, so its return is where the caller's code resumes.
 uint32_t fold_wide_on(__m512i z0, const uint8_t* p, const uint8_t* const end) noexcept {
   if (end - p >= 192) {
     __m512i z1 = load_wide(p);
@@ -78,7 +79,14 @@ uint32_t fold_wide_on(__m512i z0, const uint8_t* p, const uint8_t* const end) no
     z0 = fold_into(z0, k512, load_wide(p));
     p += 64;
   }
-  return finish(merge_lanes(z0), p, end);
+  const __m128i folded = merge_lanes(z0);
+  // The upper halves of zmm0-15 must be clean before baseline SSE code runs again, or Intel
+  // cores tax each of its instructions (STYLE.md 16). GCC does not insert this vzeroupper
+  // itself: it takes a function with a 512-bit argument to be called from AVX code that
+  // cleans up on its own. finish() needs only 128-bit registers, which vzeroupper keeps.
+  // proto/tests/check_vzeroupper.py checks the built code.
+  _mm256_zeroupper();
+  return finish(folded, p, end);
 }
 
 }  // namespace
