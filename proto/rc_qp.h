@@ -183,6 +183,7 @@ class RcQp {
   bool send_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_credit_ack(Psn psn) noexcept;
+  void fail_held_receive(CompletionStatus status) noexcept;
   void responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept;
   [[nodiscard]] AethSyndrome ack_syndrome() const noexcept;
 
@@ -215,7 +216,8 @@ class RcQp {
   Msn msn_{};
   bool sequence_nak_sent_ = false;  // one NAK per gap (rocev2.md §4.4)
   Message in_message_ = Message::kNone;
-  RecvWqe recv_{};  // the receive WQE of the SEND in progress
+  RecvWqe recv_{};          // the receive WQE of the SEND (or WRITE with immediate) in progress
+  bool recv_held_ = false;  // recv_ was consumed and has not completed yet
   uint32_t recv_offset_ = 0;
   uint32_t recv_capacity_ = 0;
   uint8_t* write_cursor_ = nullptr;

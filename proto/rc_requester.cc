@@ -267,6 +267,7 @@ void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
   }
   sq_next_ = sq_oldest_;
   send_offset_ = 0;
+  fail_held_receive(CompletionStatus::kWorkRequestFlushed);  // a SEND cut short: its WQE goes before the rest
   env_->flush_receives();
   retransmit_deadline_ns_ = rnr_deadline_ns_ = 0;
   resp_head_ = resp_tail_ = 0;

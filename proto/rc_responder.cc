@@ -53,16 +53,23 @@ bool RcQp::send_ack(Psn psn, AethSyndrome syndrome) noexcept {
   return true;
 }
 
+// The receive WQE that a SEND or a WRITE with immediate took completes with `status`, if it has not completed yet.
+// Every receive WQE the QP consumed completes exactly once, in order, ahead of the flushed ones (IBTA 10.8.3.1):
+// one taken by a message that then failed, or that an error cut short, must not vanish.
+void RcQp::fail_held_receive(CompletionStatus status) noexcept {
+  if (!recv_held_) return;
+  recv_held_ = false;
+  Completion c;
+  c.context = recv_.context;
+  c.status = status;
+  env_->complete_receive(c);
+}
+
 // Class B/C errors (IBTA 9.9.3): NAK at once and move the QP to the error state. A
 // receive WQE being filled completes with the local status.
 void RcQp::responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept {
   (void)send_ack(psn, AethSyndrome::nak(code));
-  if (in_message_ == Message::kSend || local == CompletionStatus::kLocalLengthError) {
-    Completion c;
-    c.context = recv_.context;
-    c.status = local;
-    env_->complete_receive(c);
-  }
+  fail_held_receive(local);
   enter_error(CompletionStatus::kWorkRequestFlushed);
 }
 
@@ -140,6 +147,7 @@ bool RcQp::take_receive_wqe(Psn psn) noexcept {
     return false;
   }
   recv_ = *r;
+  recv_held_ = true;
   recv_offset_ = 0;
   recv_capacity_ = 0;
   for (unsigned i = 0; i < recv_.num_sge; ++i) {
@@ -147,7 +155,6 @@ bool RcQp::take_receive_wqe(Psn psn) noexcept {
     if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, kAccessLocalWrite) == nullptr) {
       // A bad receive L_Key is the responder's local protection error; the requester sees
       // a Remote Operational Error (rocev2.md §5).
-      in_message_ = Message::kSend;
       responder_fail(psn, NakCode::kRemoteOperationalError, CompletionStatus::kLocalProtectionError);
       return false;
     }
@@ -213,6 +220,7 @@ bool RcQp::receive_send(const ParsedPacket& p) noexcept {
   }
   in_message_ = Message::kNone;
   msn_ += 1;
+  recv_held_ = false;
   env_->complete_receive(c);
   return true;
 }
@@ -264,6 +272,7 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     c.immediate = p.ext<ImmDt>(ExtHeader::kImmDt).get(ImmDt::immediate);
     c.byte_length = write_length_;
     if (p.bth().get(Bth::solicited)) c.flags |= kCompletionSolicited;
+    recv_held_ = false;
     env_->complete_receive(c);
   }
   return true;
