@@ -5,7 +5,8 @@
 // keys, READ/atomic replay and NAK paths, and responses reach the completer.
 //
 // Input: repeated [u16 length][length bytes = BTH, extension headers, payload].
-// The harness wraps each chunk in Ethernet/IPv4/UDP and skips the ICRC check.
+// The harness wraps each chunk in Ethernet/IPv4/UDP (from the peer's address to the
+// QP's) and skips the ICRC check.
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -78,6 +79,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     frame.resize(frame.size() + kIcrcSize);
     const std::size_t ip_length = frame.size() - 14;
     MutView<Ipv4>{frame.data() + 14}.set(Ipv4::total_length, static_cast<uint16_t>(ip_length));
+    // The connected path's addresses: from the peer (.1) to this QP (.2), or the QP drops the packet.
+    MutView<Ipv4>{frame.data() + 14}.set(Ipv4::src, Ipv4Addr{0xC6120001});
+    MutView<Ipv4>{frame.data() + 14}.set(Ipv4::dst, Ipv4Addr{0xC6120002});
     MutView<Udp>{frame.data() + 34}.set(Udp::dst_port, kRoceV2UdpPort);
     MutView<Udp>{frame.data() + 34}.set(Udp::length, static_cast<uint16_t>(ip_length - 20));
     data += n;

@@ -11,5 +11,6 @@ mkdir -p "$work/seeds"
 [ "$2" = none ] || python3 "$(dirname "$0")/seed_corpus.py" "$(realpath "$2")" "$work/seeds"
 mkdir -p "$work/corpus"
 cd "$work"
-"$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -max_len=9000 -timeout=10 \
+# -error_exitcode=1: libFuzzer's default, 77, is what meson reads as "skipped", so a crash would not fail the suite.
+"$fuzzer" -max_total_time="$seconds" -print_final_stats=1 -max_len=9000 -timeout=10 -error_exitcode=1 \
   -artifact_prefix="$work/" "$work/corpus" "$work/seeds" ${4:+"$(realpath "$4")"}
