@@ -429,6 +429,27 @@ TEST_P(HostileFatal, GetsItsNakAndTouchesNothingOutsideTheRequest) {
 INSTANTIATE_TEST_SUITE_P(Attacks, HostileFatal, ::testing::ValuesIn(fatal_attacks()),
                          [](const auto& info) { return std::string(info.param.name); });
 
+// A WRITE with immediate takes a receive WQE before its key is checked: when the key then fails, that WQE
+// completes with the error ahead of the flushed ones, rather than vanishing (found by rc_conversation_fuzz).
+TEST_F(HostilePeer, AFailedWriteWithImmediateCompletesTheReceiveItTook) {
+  victim->post_receive(victim->buffer.data(), 64, 1);
+  victim->post_receive(victim->buffer.data() + 64, 64, 2);
+  std::vector<uint8_t> evil(64, 0xEE);
+  PacketSpec s = write_only_packet(expected_psn, *rw, 0, evil);
+  s.opcode = Opcode::kRcRdmaWriteOnlyWithImmediate;
+  s.reth.rkey = proto::RemoteToken{rw->rkey().value() ^ 0x5A};
+  inject({frame_of(s)});
+  expect_nak(NakCode::kRemoteAccessError);
+  const auto taken = victim->wait_receive_completion();
+  const auto flushed = victim->wait_receive_completion();
+  ASSERT_TRUE(taken && flushed);
+  EXPECT_EQ(taken->context, 1u);
+  EXPECT_EQ(taken->status, CompletionStatus::kRemoteAccessError);
+  EXPECT_EQ(flushed->context, 2u);
+  EXPECT_EQ(flushed->status, CompletionStatus::kWorkRequestFlushed);
+  EXPECT_TRUE(rw->unchanged());
+}
+
 // --- the path: a packet must come from the connected peer's address to ours ----------------------------------
 
 // Before the fix, all four were executed; the injected SEND reached the application, and the legitimate WRITE
