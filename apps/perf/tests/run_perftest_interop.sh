@@ -65,11 +65,7 @@ run_attempt() {
     printf 'uroce (server): %s\nguest (client): %s %s\n' "${uroce_cmd[*]}" "$guest_cmd" "$HOST_TCP" >"$OUT/$name.cmd"
     "${uroce_cmd[@]}" >"$ulog" 2>&1 &
     uroce_pid=$!
-    for _ in $(seq 300); do
-      grep -q 'Waiting for client' "$ulog" 2>/dev/null && break
-      kill -0 "$uroce_pid" 2>/dev/null || break
-      sleep 0.1
-    done
+    wait_for_output "$ulog" 'Waiting for client' "$uroce_pid" 300
     "$TOOLS/exec.sh" g1 --timeout 240 "$guest_cmd $HOST_TCP" >"$glog" 2>&1 || grc=$?
     wait "$uroce_pid" || urc=$?
     uroce_pid=""

@@ -154,6 +154,17 @@ harness_for() {
   harness_plug_uroce
 }
 
+# wait_for_output LOG TEXT PID [TENTHS]: waits until LOG (a server's output) shows TEXT, the server PID has
+# exited, or TENTHS tenths of a second (default 100) have passed; the caller's next step tells them apart.
+wait_for_output() {
+  local log_file=$1 text=$2 pid=$3
+  for _ in $(seq "${4:-100}"); do
+    grep -q "$text" "$log_file" 2>/dev/null && return 0
+    kill -0 "$pid" 2>/dev/null || return 0
+    sleep 0.1
+  done
+}
+
 harness_plug_uroce() {
   ip -n "$NS" link del uroce0 >/dev/null 2>&1 || true
   # Pin the bridge's MAC first: enslaving a port with a lower MAC would otherwise change it under the guest's

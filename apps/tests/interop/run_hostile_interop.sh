@@ -82,11 +82,7 @@ run_attack() {
   ip netns exec "$NS" timeout "$limit" "$PINGPONG" "${UROCE_CONFIG_ARGS[@]}" --set "eal.file_prefix=$PREFIX" \
     --bind "$HOST_TCP" -m "$PMTU" -s "$SIZE" -n "$ITERS" -c --strict --timeout 60 --ack-timeout 18 >"$ulog" 2>&1 &
   uroce_pid=$!
-  for _ in $(seq 100); do
-    grep -q 'listening on TCP' "$ulog" 2>/dev/null && break
-    kill -0 "$uroce_pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  wait_for_output "$ulog" 'listening on TCP' "$uroce_pid"
   guest_job=$("$TOOLS/exec.sh" g1 --bg "cd $GUEST_DIR && python3 rxe_attacker.py --victim $UROCE_IP --dir . \
     --timeout $limit -- ibv_rc_pingpong -d rxe0 -g \$RXE_GID_INDEX -m $PMTU -s $SIZE -n $ITERS -c $HOST_TCP") ||
     log "  could not start the attacker in g1"

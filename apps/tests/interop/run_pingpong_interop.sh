@@ -57,7 +57,7 @@ run_case() {
     ip netns exec "$NS" timeout "$limit" "$PINGPONG" "${UROCE_CONFIG_ARGS[@]}" --bind "$HOST_TCP" \
       -m "$pmtu" -s "$size" -n "$iters" -c --strict --timeout 60 $timeout_args $extra ${INTEROP_UROCE_ARGS:-} >"$ulog" 2>&1 &
     uroce_pid=$!
-    for _ in $(seq 100); do grep -q 'listening on TCP' "$ulog" 2>/dev/null && break; kill -0 "$uroce_pid" 2>/dev/null || break; sleep 0.1; done
+    wait_for_output "$ulog" 'listening on TCP' "$uroce_pid"
     "$TOOLS/exec.sh" g1 --timeout "$limit" "$guest_cmd $HOST_TCP" >"$glog" 2>&1 || grc=$?
     wait "$uroce_pid" || urc=$?
     uroce_pid=""
