@@ -62,14 +62,6 @@ void PacketTemplate::init(const PacketSpec& base) noexcept {
   ipv4_partial_sum_ = static_cast<uint16_t>(~ipv4_header_checksum(head.data() + kHeadIp));
 }
 
-bool PacketTemplate::is_reply(const ParsedPacket& p) const noexcept {
-  if (p.ip_version != ip_version_) return false;
-  const uint8_t* const l3 = p.frame.data() + p.l3_offset;
-  // IPv4 source and destination are adjacent, and so are IPv6's: one compare each.
-  if (ip_version_ == IpVersion::kV4) return std::memcmp(l3 + Ipv4::src.kOffset, reply_addresses_.data(), 8) == 0;
-  return std::memcmp(l3 + Ipv6::kSrcOffset, reply_addresses_.data(), 2 * Ipv6::kAddrSize) == 0;
-}
-
 PacketTemplate::Stamped PacketTemplate::stamp(uint8_t* out, Opcode op, std::size_t payload_length, Psn psn,
                                               uint8_t bth_flags) const noexcept {
   if (ip_version_ == IpVersion::kV4) return stamp_ipv4(out, op, payload_length, psn, bth_flags);
