@@ -81,10 +81,6 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
 void RcQp::on_ack(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
   const AethSyndrome syndrome(p.ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome));
-  if (!in_response_window(psn)) {
-    ++counters_.req_response_out_of_window;
-    return;
-  }
   switch (syndrome.kind()) {
     case AethKind::kAck:
       if (acknowledge_through(psn) == AckResult::kLostResponse) on_lost_response();
@@ -159,10 +155,6 @@ void RcQp::scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> d
 
 void RcQp::on_read_response(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
-  if (!in_response_window(psn)) {  // a duplicate, or stray
-    ++counters_.req_response_out_of_window;
-    return;
-  }
   // A response implicitly acknowledges every earlier request (rocev2.md §4.5).
   if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
     on_lost_response();
@@ -208,10 +200,6 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
 
 void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
-  if (!in_response_window(psn)) {
-    ++counters_.req_response_out_of_window;
-    return;
-  }
   if (psn != unacked_psn_ && acknowledge_through(psn - 1) == AckResult::kLostResponse) {
     on_lost_response();
     return;
@@ -325,6 +313,10 @@ void RcQp::on_packet(const ParsedPacket& p) noexcept {
   }
   if (state_ != QpState::kReadyToSend) {
     ++counters_.rx_qp_not_ready;
+    return;
+  }
+  if (!in_response_window(p.bth().get(Bth::psn))) {  // a duplicate, a stray, or a forgery
+    ++counters_.req_response_out_of_window;
     return;
   }
   switch (p.info->operation) {
