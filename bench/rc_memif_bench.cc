@@ -117,7 +117,8 @@ uint32_t pmtu_for(uint32_t size) { return size <= 1024 ? 1024 : 4096; }
 
 config::Config memif_config(const Options& o) {
   config::Config c;
-  c.eal.lcores = {o.server ? 0u : 1u};
+  const std::vector<unsigned> cpus = config::process_allowed_cpus();  // first and last: 0 and 1 on 2 cores
+  c.eal.lcores = {cpus.empty() ? 0u : o.server ? cpus.front() : cpus.back()};
   c.eal.hugepages = config::HugePages::kAuto;
   c.eal.memory_mb = 768;
   c.eal.file_prefix = std::string("uroce-bench-memif-") + (o.server ? "s" : "c") + std::to_string(getpid());

@@ -307,6 +307,10 @@ std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parse_lcore_ranges(std
 void read_lcores(Reader& r, const YAML::Node& node, const std::string& key, EalConfig& out) {
   std::vector<unsigned> lcores;
   std::set<unsigned> seen;
+  if (node.IsScalar() && node.Scalar() == "auto") {
+    out.lcores = auto_engine_lcores(process_allowed_cpus());
+    return;
+  }
   if (node.IsSequence()) {
     bool ok = true;
     for (std::size_t i = 0; i < node.size(); ++i) {
@@ -325,7 +329,7 @@ void read_lcores(Reader& r, const YAML::Node& node, const std::string& key, EalC
   } else if (node.IsScalar()) {
     const auto ranges = parse_lcore_ranges(node.Scalar());
     if (!ranges) {
-      r.error(key, "must be a list of lcore ids or a string like '0-3,8', got " + describe_node(node));
+      r.error(key, "must be 'auto', a list of lcore ids or a string like '0-3,8', got " + describe_node(node));
       return;
     }
     for (const auto& [first, last] : *ranges) {
@@ -343,7 +347,7 @@ void read_lcores(Reader& r, const YAML::Node& node, const std::string& key, EalC
       }
     }
   } else if (!node.IsNull()) {
-    r.error(key, "must be a list of lcore ids or a string like '0-3,8', got " + describe_node(node));
+    r.error(key, "must be 'auto', a list of lcore ids or a string like '0-3,8', got " + describe_node(node));
     return;
   }
   if (lcores.empty()) {

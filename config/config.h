@@ -20,12 +20,24 @@ enum class HugePages : uint8_t { kAuto, kOn, kOff };      // auto: use them if e
 enum class IdlePolicy : uint8_t { kBusyPoll, kBackoff };  // backoff: pause, then short sleeps when idle (tests)
 
 struct EalConfig {
-  std::vector<unsigned> lcores = {0};  // one engine per lcore, in order; the first is the main lcore
+  // One engine per entry, pinned to that CPU, in order. The YAML value `auto` is resolved when the config is
+  // loaded, by auto_engine_lcores() over the CPUs this process may run on.
+  std::vector<unsigned> lcores = {0};
   HugePages hugepages = HugePages::kAuto;
   unsigned memory_mb = 512;             // -m for --no-huge (pools must fit: 2-3x their total)
   std::string file_prefix;              // empty: "uroce-<pid>", so processes never collide
   std::vector<std::string> extra_args;  // appended verbatim to the EAL arguments
 };
+
+// The CPUs this process may run on (sched_getaffinity: taskset, cpusets), ascending; empty if unreadable.
+[[nodiscard]] std::vector<unsigned> process_allowed_cpus();
+
+// `eal.lcores: auto`: engines on their own CPUs, and the first allowed CPU left to the application threads, which
+// would otherwise compete with a polling engine for its core. That is every allowed CPU after the first, at most
+// kAutoMaxEngines of them (the embedded default's two endpoints need no more, and each engine's mempool costs
+// memory); with one allowed CPU, one engine shares it. Production configs name their cores instead.
+inline constexpr std::size_t kAutoMaxEngines = 2;
+[[nodiscard]] std::vector<unsigned> auto_engine_lcores(const std::vector<unsigned>& allowed_cpus);
 
 using MacAddress = std::array<uint8_t, 6>;
 

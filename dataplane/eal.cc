@@ -12,7 +12,6 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "dataplane/telemetry.h"
@@ -47,17 +46,6 @@ std::string cpu_set_string(const std::vector<unsigned>& cpus) {
     i = j + 1;
   }
   return out;
-}
-
-std::vector<unsigned> allowed_cpus_of_this_process() {
-  std::vector<unsigned> cpus;
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu)
-      if (CPU_ISSET(cpu, &set)) cpus.push_back(cpu);
-  }
-  return cpus;
 }
 
 std::string join(const std::vector<std::string>& args) {
@@ -147,12 +135,22 @@ Result<std::vector<std::string>> build_eal_args(const config::Config& config, co
   // Engines on lcore ids 0..n-1 pinned to their CPUs; the control (main) lcore floats (see eal.h).
   std::string lcore_map;
   for (std::size_t i = 0; i < lcores.size(); ++i) {
-    if (lcores[i] >= CPU_SETSIZE)
-      return Status::error("eal.lcores[" + std::to_string(i) + "]: no CPU " + std::to_string(lcores[i]));
+    // sched_setaffinity would pin an engine outside a taskset or cpuset restriction: refuse instead.
+    if (std::find(allowed_cpus.begin(), allowed_cpus.end(), lcores[i]) == allowed_cpus.end()) {
+      return Status::error("eal.lcores[" + std::to_string(i) + "]: CPU " + std::to_string(lcores[i]) +
+                           " is not one this process may run on (" + cpu_set_string(allowed_cpus) +
+                           "); name one of those, or use 'auto'");
+    }
     lcore_map += std::to_string(i) + "@" + std::to_string(lcores[i]) + ",";
   }
+  // The application threads float over the allowed CPUs that no engine polls, or over all of them if the engines
+  // take every one.
+  std::vector<unsigned> application_cpus;
+  for (unsigned cpu : allowed_cpus)
+    if (std::find(lcores.begin(), lcores.end(), cpu) == lcores.end()) application_cpus.push_back(cpu);
+  if (application_cpus.empty()) application_cpus = allowed_cpus;
   const unsigned main_lcore = static_cast<unsigned>(lcores.size());
-  lcore_map += std::to_string(main_lcore) + "@(" + cpu_set_string(allowed_cpus) + ")";
+  lcore_map += std::to_string(main_lcore) + "@(" + cpu_set_string(application_cpus) + ")";
   args.push_back("--lcores=" + lcore_map);
   args.push_back("--main-lcore=" + std::to_string(main_lcore));
 
@@ -222,7 +220,7 @@ Status init_eal(const config::Config& config) {
     }
     return {};
   }
-  auto args = build_eal_args(config, read_hugepage_info(), allowed_cpus_of_this_process(), getpid());
+  auto args = build_eal_args(config, read_hugepage_info(), config::process_allowed_cpus(), getpid());
   if (!args.ok()) return args.status();
   state.args = std::move(args.value());
   state.argv.clear();
@@ -252,7 +250,7 @@ std::vector<std::string> eal_args() {
 }
 
 std::vector<unsigned> test_engine_cpus() {
-  const auto cpus = allowed_cpus_of_this_process();
+  const auto cpus = config::process_allowed_cpus();
   if (cpus.empty()) return {0, 0};
   return {cpus[0], cpus.size() > 1 ? cpus[1] : cpus[0]};
 }

@@ -4,11 +4,12 @@
 // makes that explicit: the first call starts it, later calls succeed only if the running EAL can host the
 // config (enough engine lcores), and a failed start is remembered and returned again.
 //
-// Lcores: engine i runs on EAL lcore id i, pinned to CPU config.eal.lcores[i]. The main lcore is one more id,
-// floating over every CPU the process was allowed at start-up; it runs no engine. It is the control thread
+// Lcores: engine i runs on EAL lcore id i, pinned to CPU config.eal.lcores[i], which must be one the process may
+// run on. The main lcore is one more id, floating over the CPUs the process was allowed at start-up that no
+// engine is pinned to (all of them if the engines take every one); it runs no engine. It is the control thread
 // (bring-up, QP registration, tests), and threads it starts (the pcapng writer) inherit its floating affinity
 // instead of being pinned onto an engine's core (dpdk-env.md §3). On the command line:
-//   --lcores=0@<cpu0>,1@<cpu1>,...,<n>@(<allowed cpus>) --main-lcore=<n>
+//   --lcores=0@<cpu0>,1@<cpu1>,...,<n>@(<allowed cpus no engine takes>) --main-lcore=<n>
 #pragma once
 
 #include <chrono>

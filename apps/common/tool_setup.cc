@@ -38,7 +38,7 @@ const char* const kConfigOptionsHelp =
     "      --device DEVARGS   the port's DPDK device, e.g. net_af_packet0,iface=uroce0\n"
     "      --ip ADDR[/LEN]    the port's address; uroce answers ARP/ND for it\n"
     "      --mac MAC          the port's MAC address\n"
-    "      --lcores LIST      the engines' lcores, e.g. 0 or 0-1\n"
+    "      --lcores LIST      the engines' CPUs, e.g. 0 or 0-1, or auto\n"
     "      --capture FILE     write every packet sent and received to a pcapng file\n"
     "      --set KEY=VALUE    any configuration key, e.g. --set rdma.ack_timeout=16 (repeatable)\n";
 

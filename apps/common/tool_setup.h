@@ -8,7 +8,7 @@
 //   --device DEVARGS     the port's DPDK device, e.g. net_af_packet0,iface=uroce0
 //   --ip ADDR[/LEN]      the port's address (uroce answers ARP/ND for it); replaces the configured ones
 //   --mac MAC            the port's MAC address
-//   --lcores LIST        the engines' lcores, e.g. 0 or 0-1
+//   --lcores LIST        the engines' CPUs, e.g. 0 or 0-1, or auto
 //   --capture FILE       write every packet the engines send and receive to a pcapng file
 //   --set KEY=VALUE      any configuration key, e.g. --set rdma.ack_timeout=16 (repeatable)
 // The overrides go through the same validation as the file, so a bad value names its key.

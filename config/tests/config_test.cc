@@ -235,6 +235,15 @@ TEST_P(LcoreForms, Parse) {
   EXPECT_EQ(load_valid(doc("eal: {lcores: " + GetParam().yaml + "}")).eal.lcores, GetParam().expected);
 }
 
+TEST(Config, LcoresAutoLeavesTheFirstAllowedCpuToTheApplication) {
+  EXPECT_EQ(auto_engine_lcores({}), (std::vector<unsigned>{0}));
+  EXPECT_EQ(auto_engine_lcores({3}), (std::vector<unsigned>{3}));  // one CPU: the engine shares it
+  EXPECT_EQ(auto_engine_lcores({0, 1}), (std::vector<unsigned>{1}));
+  EXPECT_EQ(auto_engine_lcores({2, 5, 7}), (std::vector<unsigned>{5, 7}));
+  EXPECT_EQ(auto_engine_lcores({0, 1, 2, 3, 4, 5, 6, 7}), (std::vector<unsigned>{6, 7}));  // kAutoMaxEngines
+  EXPECT_EQ(load_valid(doc("eal: {lcores: auto}")).eal.lcores, auto_engine_lcores(process_allowed_cpus()));
+}
+
 INSTANTIATE_TEST_SUITE_P(Config, LcoreForms,
                          ::testing::Values(LcoreCase{"0-1", {0, 1}}, LcoreCase{"'0,2'", {0, 2}}, LcoreCase{"3", {3}},
                                            LcoreCase{"'0-2,5'", {0, 1, 2, 5}}, LcoreCase{"'4, 1-2'", {4, 1, 2}},
@@ -447,7 +456,7 @@ ports:
        "lcore ids must be between 0 and 127, got '200'"},
       {"LcoreStringDuplicate", doc("eal: {lcores: '0-2,1'}"), "eal.lcores", "lcore 1 is listed twice, got '0-2,1'"},
       {"LcoreStringSyntax", doc("eal: {lcores: '0-x'}"), "eal.lcores",
-       "must be a list of lcore ids or a string like '0-3,8', got '0-x'"},
+       "must be 'auto', a list of lcore ids or a string like '0-3,8', got '0-x'"},
       {"LcoreStringReversed", doc("eal: {lcores: '3-1'}"), "eal.lcores", "got '3-1'"},
       {"LcoreStringNegative", doc("eal: {lcores: '-1'}"), "eal.lcores", "got '-1'"},
       {"LcoreStringTrailingComma", doc("eal: {lcores: '0,'}"), "eal.lcores", "got '0,'"},
@@ -604,7 +613,7 @@ TEST(Config, NonScalarKeyIsAnError) {
 
 TEST(Config, EmbeddedDefaultIsValidAndIsTheDemoSetup) {
   const Config c = load_valid(embedded_default_yaml());
-  EXPECT_EQ(c.eal.lcores, (std::vector<unsigned>{0, 1}));
+  EXPECT_EQ(c.eal.lcores, auto_engine_lcores(process_allowed_cpus()));
   EXPECT_EQ(c.eal.hugepages, HugePages::kAuto);
   EXPECT_EQ(c.eal.memory_mb, 1024u);
   ASSERT_EQ(c.ports.size(), 2u);

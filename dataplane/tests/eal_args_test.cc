@@ -35,11 +35,25 @@ constexpr uint64_t kGiB = uint64_t{1} << 30;
 TEST(EalArgs, EnginesOnTheirCpusAndAFloatingMainLcore) {
   auto args = build_eal_args(two_engine_config(), {}, {0, 1, 2, 3}, 42);
   ASSERT_TRUE(args.ok()) << args.error();
-  EXPECT_THAT(*args, Contains("--lcores=0@0,1@1,2@(0-3)"));
+  EXPECT_THAT(*args, Contains("--lcores=0@0,1@1,2@(2-3)"));
   EXPECT_THAT(*args, Contains("--main-lcore=2"));
   EXPECT_THAT(*args, Contains("--file-prefix=uroce-42"));
   EXPECT_THAT(*args, Contains("--iova-mode=va"));
   EXPECT_THAT(*args, Contains("--no-pci"));
+}
+
+TEST(EalArgs, TheMainLcoreFloatsOverEveryCpuWhenTheEnginesTakeThemAll) {
+  auto args = build_eal_args(two_engine_config(), {}, {0, 1}, 42);
+  ASSERT_TRUE(args.ok()) << args.error();
+  EXPECT_THAT(*args, Contains("--lcores=0@0,1@1,2@(0-1)"));
+}
+
+TEST(EalArgs, AnEngineOutsideTheProcessAffinityIsAClearError) {
+  // As under `taskset -c 0`: pinning engine 1 to CPU 1 would escape the restriction.
+  auto args = build_eal_args(two_engine_config(), {}, {0}, 42);
+  ASSERT_FALSE(args.ok());
+  EXPECT_EQ(args.error(),
+            "eal.lcores[1]: CPU 1 is not one this process may run on (0); name one of those, or use 'auto'");
 }
 
 TEST(EalArgs, AutoUsesHugepagesOnlyWhenTheyCoverThePools) {

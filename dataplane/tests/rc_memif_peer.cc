@@ -56,7 +56,7 @@ bool parse_args(int argc, char** argv, Args& a) {
 
 config::Config memif_config(const Args& a) {
   config::Config c;
-  c.eal.lcores = {a.server ? 0u : 1u};
+  c.eal.lcores = {test_engine_cpus()[a.server ? 0 : 1]};  // two CPUs if the process may use two
   c.eal.hugepages = config::HugePages::kOff;
   c.eal.memory_mb = 256;
   c.eal.file_prefix = std::string("uroce-memif-") + (a.server ? "s" : "c") + std::to_string(getpid());

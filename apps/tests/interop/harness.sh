@@ -32,7 +32,7 @@ UROCE_IP=198.18.0.100
 # framesz/blocksz and the mbuf data room: config/examples/af-packet-rxe-peer.yaml explains them.
 UROCE_DEVICE=net_af_packet0,iface=uroce0,framesz=4608,blocksz=36864
 # The uroce tools' configuration options for this topology (apps/common/tool_setup.h).
-UROCE_CONFIG_ARGS=(--device "$UROCE_DEVICE" --ip "$UROCE_IP/24" --lcores 0
+UROCE_CONFIG_ARGS=(--device "$UROCE_DEVICE" --ip "$UROCE_IP/24"
   --set engine.mbuf_data_room=4736)
 CHECK_CAPTURE=$HARNESS_PROJECT/apps/tests/interop/check_capture.py
 TSHARK=$(command -v tshark || true)
