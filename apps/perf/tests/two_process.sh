@@ -8,6 +8,9 @@ perf=$1
 project=$2
 port=$((20000 + $$ % 20000))
 status=0
+# The examples put the server's engine on CPU 0 and the client's on CPU 1; use the first and the last CPU this
+# test may run on instead (the same one under taskset -c N), since an engine outside the affinity is an error.
+read -r first_cpu last_cpu < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[-1])')
 # mode, then the test options both sides get
 cases=(
   "write_bw -s 65536 -n 2000"
@@ -29,7 +32,7 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086
   timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
     --config "$project/config/examples/memif-two-process-server.yaml" --device "$server_dev" \
-    --set "eal.file_prefix=uroce-perf-s-$$" >"$slog" 2>&1 &
+    --lcores "$first_cpu" --set "eal.file_prefix=uroce-perf-s-$$" >"$slog" 2>&1 &
   server=$!
   # The memif client connects once, when its port starts: let the server's socket exist first. (The server's port
   # comes up only then, so it listens for the exchange after that; the client retries its TCP connect.)
@@ -38,7 +41,7 @@ for c in "${cases[@]}"; do
   # shellcheck disable=SC2086
   timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
     --config "$project/config/examples/memif-two-process-client.yaml" --device "$client_dev" \
-    --set "eal.file_prefix=uroce-perf-c-$$" 127.0.0.1 ||
+    --lcores "$last_cpu" --set "eal.file_prefix=uroce-perf-c-$$" 127.0.0.1 ||
     client_status=$?
   server_status=0
   wait "$server" || server_status=$?

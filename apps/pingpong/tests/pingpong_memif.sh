@@ -17,6 +17,9 @@ trap cleanup EXIT
 failures=0
 # A TCP port of its own per run, so a concurrent run of this test on the machine can't answer.
 tcp_port=$((20000 + $$ % 20000))
+# The examples put the server's engine on CPU 0 and the client's on CPU 1; use the first and the last CPU this
+# test may run on instead (the same one under taskset -c N), since an engine outside the affinity is an error.
+read -r first_cpu last_cpu < <(python3 -c 'import os; c = sorted(os.sched_getaffinity(0)); print(c[0], c[-1])')
 
 # run NAME PMTU SIZE ITERS "SERVER OPTIONS" "CLIENT OPTIONS"
 run() {
@@ -24,7 +27,7 @@ run() {
   local socket=$WORK/$name.sock
   tcp_port=$((tcp_port + 1))
   # shellcheck disable=SC2086 # the option strings are word lists
-  "$PINGPONG" --config "$CONFIGS/memif-two-process-server.yaml" --set "eal.file_prefix=pp-s-$$-$name" \
+  "$PINGPONG" --config "$CONFIGS/memif-two-process-server.yaml" --set "eal.file_prefix=pp-s-$$-$name" --lcores "$first_cpu" \
     --device "net_memif0,role=server,id=0,socket=$socket,socket-abstract=no,bsize=8192" \
     --bind 127.0.0.1 -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 300 $server_opts \
     >"$WORK/$name.server.log" 2>&1 &
@@ -33,7 +36,7 @@ run() {
   # client retries its TCP connect until the server listens.
   for _ in $(seq 100); do [ -S "$socket" ] && break; sleep 0.1; done
   # shellcheck disable=SC2086
-  timeout 90 "$PINGPONG" --config "$CONFIGS/memif-two-process-client.yaml" --set "eal.file_prefix=pp-c-$$-$name" \
+  timeout 90 "$PINGPONG" --config "$CONFIGS/memif-two-process-client.yaml" --set "eal.file_prefix=pp-c-$$-$name" --lcores "$last_cpu" \
     --device "net_memif0,role=client,id=0,socket=$socket,socket-abstract=no,bsize=8192" \
     -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 600 $client_opts 127.0.0.1 \
     >"$WORK/$name.client.log" 2>&1 || crc=$?
