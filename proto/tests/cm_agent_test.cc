@@ -1,0 +1,586 @@
+// The CM state machine as scenarios: two agents, an active one (the client) and a passive one (the server),
+// joined by a test network that can lose, hold or forge MADs, on a clock the test moves.
+#include "proto/cm_agent.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <deque>
+#include <functional>
+
+#include "proto/rdma_cm.h"
+
+namespace uroce::proto {
+
+void PrintTo(CmEventType type, std::ostream* os) { *os << cm_event_name(type); }
+
+namespace {
+
+using ::testing::ElementsAre;
+
+struct SentMad {
+  std::array<uint8_t, kMadSize> bytes;
+  Gid from;
+  Gid to;
+  [[nodiscard]] CmAttribute attribute() const { return CmView<Mad>(bytes.data()).get(Mad::attribute_id); }
+  [[nodiscard]] uint64_t tid() const { return CmView<Mad>(bytes.data()).get(Mad::transaction_id); }
+  template <class F>
+  [[nodiscard]] auto get(F) const {
+    return F::get(bytes.data());
+  }
+};
+
+class RecordingEnv final : public CmEnv {
+ public:
+  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local, const Gid& remote) override {
+    SentMad m;
+    std::copy(mad.begin(), mad.end(), m.bytes.begin());
+    m.from = local;
+    m.to = remote;
+    sent.push_back(m);
+  }
+  uint32_t random32() override { return seed = seed * 1103515245 + 12345; }
+  explicit RecordingEnv(uint32_t s) : seed(s) {}
+  std::deque<SentMad> sent;
+  uint32_t seed;
+};
+
+const Gid kClientGid = IpAddress::from_ipv4(0xC6120001).gid;  // 198.18.0.1
+const Gid kServerGid = IpAddress::from_ipv4(0xC6120002).gid;  // 198.18.0.2
+constexpr uint16_t kRpingPort = 7174;
+
+std::vector<CmEventType> types(const std::vector<CmEvent>& events) {
+  std::vector<CmEventType> t;
+  for (const auto& e : events) t.push_back(e.type);
+  return t;
+}
+
+class CmScenario : public ::testing::Test {
+ protected:
+  CmScenario() : client(params(0x0202C9FFFE000001), &client_env), server(params(0x0202C9FFFE000002), &server_env) {}
+
+  static CmParams params(uint64_t guid) {
+    CmParams p;
+    p.local_ca_guid = guid;
+    return p;
+  }
+
+  CmConnectParams request(Qpn qpn = Qpn{0x11}) const {
+    CmConnectParams r;
+    r.service_id = rdma_cm_service_id(kRpingPort);
+    r.local_gid = kClientGid;
+    r.remote_gid = kServerGid;
+    r.qpn = qpn;
+    r.starting_psn = Psn{0x123456};
+    r.responder_resources = 16;
+    r.initiator_depth = 8;
+    r.path_mtu = 5;
+    r.private_data.assign(CmaHdr::kSize, 0);
+    write_cma_hdr(std::span<uint8_t, CmaHdr::kSize>(r.private_data.data(), CmaHdr::kSize),
+                  {IpAddress{kClientGid}, 40000}, {IpAddress{kServerGid}, kRpingPort});
+    r.private_data.push_back(0xAB);  // the consumer's byte after the cma_hdr
+    return r;
+  }
+
+  CmReplyParams reply(Qpn qpn = Qpn{0x22}) const {
+    CmReplyParams r;
+    r.qpn = qpn;
+    r.starting_psn = Psn{0x654321};
+    r.responder_resources = 8;
+    r.initiator_depth = 16;
+    r.private_data = {1, 2, 3};
+    return r;
+  }
+
+  // Delivers every MAD in flight (either way) until none is left; `lose` decides which vanish.
+  void deliver_all(const std::function<bool(const SentMad&)>& lose = {}) {
+    while (!client_env.sent.empty() || !server_env.sent.empty()) {
+      while (!client_env.sent.empty()) {
+        const SentMad m = client_env.sent.front();
+        client_env.sent.pop_front();
+        if (!lose || !lose(m)) server.on_mad(m.bytes, m.from, m.to, now);
+      }
+      while (!server_env.sent.empty()) {
+        const SentMad m = server_env.sent.front();
+        server_env.sent.pop_front();
+        if (!lose || !lose(m)) client.on_mad(m.bytes, m.from, m.to, now);
+      }
+    }
+  }
+
+  void advance(uint64_t ms) {
+    now += ms;
+    client.on_timer(now);
+    server.on_timer(now);
+  }
+
+  // Connect, accept, establish: returns the two IDs.
+  std::pair<CmId, CmId> establish_connection() {
+    const auto client_id = client.connect(request(), now);
+    EXPECT_TRUE(client_id.has_value());
+    deliver_all();
+    const auto requests = server.take_events();
+    EXPECT_THAT(types(requests), ElementsAre(CmEventType::kRequest));
+    const CmId server_id = requests.at(0).id;
+    EXPECT_EQ(server.accept(server_id, reply(), now), CmCallStatus::kOk);
+    deliver_all();
+    EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kReply));
+    EXPECT_EQ(client.establish(*client_id), CmCallStatus::kOk);
+    deliver_all();
+    EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kEstablished));
+    return {*client_id, server_id};
+  }
+
+  RecordingEnv client_env{7}, server_env{99};
+  CmAgent client, server;
+  uint64_t now = 1000;
+};
+
+TEST_F(CmScenario, ConnectAcceptEstablishDisconnectTimeWait) {
+  const auto client_id = client.connect(request(), now);
+  ASSERT_TRUE(client_id);
+  deliver_all();
+  auto events = server.take_events();
+  ASSERT_THAT(types(events), ElementsAre(CmEventType::kRequest));
+  const CmConnectParams& r = events[0].request;
+  EXPECT_EQ(r.service_id, 0x0000000001061C06u);  // RDMA_PS_TCP, port 7174
+  EXPECT_EQ(r.qpn, Qpn{0x11});
+  EXPECT_EQ(r.starting_psn, Psn{0x123456});
+  EXPECT_EQ(r.responder_resources, 16);
+  EXPECT_EQ(r.initiator_depth, 8);
+  EXPECT_EQ(r.path_mtu, 5);
+  EXPECT_EQ(r.local_gid, kClientGid);
+  EXPECT_EQ(r.peer_ca_guid, 0x0202C9FFFE000001u);
+  ASSERT_EQ(r.private_data.size(), CmReq::private_data.kSize);
+  const auto hdr = read_cma_hdr(std::span<const uint8_t, CmaHdr::kSize>(r.private_data.data(), CmaHdr::kSize));
+  ASSERT_TRUE(hdr);
+  EXPECT_EQ(hdr->source.port, 40000);
+  EXPECT_EQ(hdr->destination, IpAddress{kServerGid});
+  EXPECT_EQ(r.private_data[CmaHdr::kSize], 0xAB);
+
+  const CmId server_id = events[0].id;
+  ASSERT_EQ(server.accept(server_id, reply(), now), CmCallStatus::kOk);
+  deliver_all();
+  events = client.take_events();
+  ASSERT_THAT(types(events), ElementsAre(CmEventType::kReply));
+  EXPECT_EQ(events[0].id, *client_id);
+  EXPECT_EQ(events[0].reply.qpn, Qpn{0x22});
+  EXPECT_EQ(events[0].reply.starting_psn, Psn{0x654321});
+  EXPECT_EQ(events[0].reply.responder_resources, 8);
+  EXPECT_EQ(events[0].reply.initiator_depth, 16);
+  EXPECT_THAT(std::vector<uint8_t>(events[0].reply.private_data.begin(), events[0].reply.private_data.begin() + 3),
+              ElementsAre(1, 2, 3));
+
+  ASSERT_EQ(client.establish(*client_id), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kEstablished));
+
+  ASSERT_EQ(client.disconnect(*client_id, now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kDisconnected));
+  EXPECT_EQ(client.connections(), 1u);  // in time-wait
+  advance(999);
+  EXPECT_TRUE(client.take_events().empty());
+  advance(1);
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kTimeWaitDone));
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeWaitDone));
+  EXPECT_EQ(client.connections(), 0u);
+  EXPECT_EQ(server.connections(), 0u);
+  EXPECT_EQ(client.counters().retransmits + server.counters().retransmits, 0u);
+}
+
+// IBTA Table 106 at the byte offsets of the MAD (cm-nvmf-dcqcn.md §1.4: MAD offset = message offset + 24).
+TEST_F(CmScenario, RequestBytesFollowTable106) {
+  ASSERT_TRUE(client.connect(request(Qpn{0xABCDEF}), now));
+  ASSERT_EQ(client_env.sent.size(), 1u);
+  const auto& b = client_env.sent.front().bytes;
+  EXPECT_THAT(std::vector<uint8_t>(b.begin(), b.begin() + 4), ElementsAre(1, 0x07, 2, 0x03));  // v1, CM, v2, Send
+  EXPECT_EQ(b[16], 0x00);
+  EXPECT_EQ(b[17], 0x10);  // REQ
+  EXPECT_THAT(std::vector<uint8_t>(b.begin() + 32, b.begin() + 40), ElementsAre(0, 0, 0, 0, 0x01, 0x06, 0x1C, 0x06));
+  EXPECT_THAT(std::vector<uint8_t>(b.begin() + 40, b.begin() + 48),
+              ElementsAre(0x02, 0x02, 0xC9, 0xFF, 0xFE, 0, 0, 1));                                       // CA GUID
+  EXPECT_THAT(std::vector<uint8_t>(b.begin() + 56, b.begin() + 60), ElementsAre(0xAB, 0xCD, 0xEF, 16));  // QPN, RR
+  EXPECT_EQ(b[63], 8);                     // initiator depth
+  EXPECT_EQ(b[67], 18 << 3 | 0 << 1 | 1);  // remote CM response timeout, RC, end-to-end flow control
+  EXPECT_THAT(std::vector<uint8_t>(b.begin() + 68, b.begin() + 71), ElementsAre(0x12, 0x34, 0x56));
+  EXPECT_EQ(b[71], 18 << 3 | 7);  // local CM response timeout, retry count
+  EXPECT_EQ(b[72], 0xFF);         // P_Key
+  EXPECT_EQ(b[73], 0xFF);
+  EXPECT_EQ(b[74], 5 << 4 | 7);  // path MTU 4096, RNR retry 7
+  EXPECT_EQ(b[75], 15 << 4);     // max CM retries, no SRQ, RC
+  EXPECT_THAT(std::vector<uint8_t>(b.begin() + 76, b.begin() + 80), ElementsAre(0xFF, 0xFF, 0xFF, 0xFF));
+  EXPECT_TRUE(std::equal(kClientGid.begin(), kClientGid.end(), b.begin() + 80));
+  EXPECT_TRUE(std::equal(kServerGid.begin(), kServerGid.end(), b.begin() + 96));
+  EXPECT_EQ(b[117], 64);                    // hop limit
+  EXPECT_EQ(b[164], 0x00);                  // cma_hdr version
+  EXPECT_EQ(b[165], 0x40);                  // IPv4
+  EXPECT_EQ(b[164 + CmaHdr::kSize], 0xAB);  // the consumer's private data
+}
+
+TEST_F(CmScenario, LostRequestReplyAndRtuAreRetransmitted) {
+  int lost_req = 0;
+  const auto client_id = client.connect(request(), now);
+  deliver_all([&](const SentMad& m) { return m.attribute() == CmAttribute::kReq && lost_req++ == 0; });
+  EXPECT_TRUE(server.take_events().empty());
+  advance(client.next_deadline_ms() - now);  // the REQ goes again
+  deliver_all();
+  const auto req = server.take_events();
+  ASSERT_THAT(types(req), ElementsAre(CmEventType::kRequest));
+
+  int lost_rep = 0;
+  ASSERT_EQ(server.accept(req[0].id, reply(), now), CmCallStatus::kOk);
+  deliver_all([&](const SentMad& m) { return m.attribute() == CmAttribute::kRep && lost_rep++ == 0; });
+  EXPECT_TRUE(client.take_events().empty());
+  advance(server.next_deadline_ms() - now);
+  deliver_all();
+  ASSERT_THAT(types(client.take_events()), ElementsAre(CmEventType::kReply));
+
+  // The RTU is lost: the server's next REP makes the client send it again.
+  ASSERT_EQ(client.establish(*client_id), CmCallStatus::kOk);
+  deliver_all([](const SentMad& m) { return m.attribute() == CmAttribute::kRtu; });
+  EXPECT_TRUE(server.take_events().empty());
+  advance(server.next_deadline_ms() - now);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kEstablished));
+  EXPECT_TRUE(client.take_events().empty());
+  // The REQ (once lost, and again when its timer met the REP's), and the RTU; the REP on its timer, for the
+  // duplicate REQ, and to recover the RTU.
+  EXPECT_EQ(client.counters().retransmits, 3u);
+  EXPECT_EQ(server.counters().retransmits, 3u);
+  EXPECT_EQ(server.counters().rx_duplicate_req, 1u);
+}
+
+TEST_F(CmScenario, DuplicateRequestWhileTheServerDecidesGetsAnMraThatHoldsTheClientsTimer) {
+  ASSERT_TRUE(client.connect(request(), now));
+  const uint64_t request_tid = client_env.sent.front().tid();
+  deliver_all();
+  const auto req = server.take_events();
+  ASSERT_EQ(req.size(), 1u);
+  advance(client.next_deadline_ms() - now);  // the REQ again: the server is still deciding
+  ASSERT_EQ(client_env.sent.size(), 1u);
+  server.on_mad(client_env.sent.front().bytes, kClientGid, kServerGid, now);
+  client_env.sent.clear();
+  EXPECT_TRUE(server.take_events().empty()) << "a duplicate REQ is not a second connection";
+  EXPECT_EQ(server.counters().rx_duplicate_req, 1u);
+  ASSERT_EQ(server_env.sent.size(), 1u);
+  EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kMra);
+  EXPECT_EQ(server_env.sent.front().tid(), request_tid);  // an MRA answering a REQ reuses its TID
+  deliver_all();
+  // MRA service timeout 24 (2^16 ms) plus a packet life time before the client tries again.
+  EXPECT_EQ(client.next_deadline_ms(), now + (uint64_t{1} << 16) + (1 << 8));
+  ASSERT_EQ(server.accept(req[0].id, reply(), now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kReply));
+}
+
+TEST_F(CmScenario, RejectCarriesReasonAndPrivateDataAndLeavesNothing) {
+  ASSERT_TRUE(client.connect(request(), now));
+  deliver_all();
+  const auto req = server.take_events();
+  const std::vector<uint8_t> why = {0x0B, 0x00, 0x02};  // e.g. NVMe/RDMA's reject record
+  ASSERT_EQ(server.reject(req.at(0).id, CmRejectReason::kConsumerDefined, why), CmCallStatus::kOk);
+  deliver_all();
+  const auto events = client.take_events();
+  ASSERT_THAT(types(events), ElementsAre(CmEventType::kRejected));
+  EXPECT_EQ(events[0].reason, CmRejectReason::kConsumerDefined);
+  EXPECT_THAT(std::vector<uint8_t>(events[0].private_data.begin(), events[0].private_data.begin() + 3),
+              ElementsAre(0x0B, 0x00, 0x02));
+  EXPECT_EQ(client.connections(), 0u);
+  EXPECT_EQ(server.connections(), 0u);
+  EXPECT_EQ(client.next_deadline_ms(), UINT64_MAX);
+}
+
+TEST_F(CmScenario, AnUnansweredRequestTimesOutAfterEveryRetry) {
+  ASSERT_TRUE(client.connect(request(), now));
+  for (int i = 0; i < 15; ++i) {
+    advance(client.next_deadline_ms() - now);
+    EXPECT_TRUE(client.take_events().empty());
+  }
+  advance(client.next_deadline_ms() - now);
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kTimeout));
+  EXPECT_EQ(client_env.sent.size(), 16u);  // the REQ and 15 retries (max CM retries)
+  EXPECT_EQ(client.connections(), 0u);
+  EXPECT_EQ(client.counters().timeouts, 1u);
+}
+
+TEST_F(CmScenario, AnUnansweredReplyTimesOutWithARejectToThePeer) {
+  ASSERT_TRUE(client.connect(request(), now));
+  deliver_all();
+  const auto req = server.take_events();
+  ASSERT_EQ(server.accept(req.at(0).id, reply(), now), CmCallStatus::kOk);
+  server_env.sent.clear();
+  while (server.next_deadline_ms() != UINT64_MAX) advance(server.next_deadline_ms() - now);
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeout));
+  ASSERT_FALSE(server_env.sent.empty());
+  EXPECT_EQ(server_env.sent.back().attribute(), CmAttribute::kRej);
+  EXPECT_EQ(server_env.sent.back().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kTimeout));
+}
+
+TEST_F(CmScenario, SimultaneousDisconnectsBothComplete) {
+  const auto [client_id, server_id] = establish_connection();
+  ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
+  ASSERT_EQ(server.disconnect(server_id, now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kDisconnected));
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnected));
+}
+
+TEST_F(CmScenario, AnUnansweredDisconnectTimesOutIntoTimeWait) {
+  const auto [client_id, server_id] = establish_connection();
+  ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
+  client_env.sent.clear();
+  for (int i = 0; i < 16; ++i) advance(client.next_deadline_ms() - now);
+  auto events = client.take_events();
+  ASSERT_THAT(types(events), ElementsAre(CmEventType::kDisconnected));
+  EXPECT_TRUE(events[0].timed_out);
+  advance(client.next_deadline_ms() - now);
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kTimeWaitDone));
+  (void)server_id;
+}
+
+TEST_F(CmScenario, AStaleQpnIsRejectedAndTheOldConnectionEnds) {
+  const auto [client_id, server_id] = establish_connection();
+  // The client restarted and lost its connection; it connects again from the same QPN.
+  RecordingEnv restarted_env{12345};
+  CmAgent restarted(params(0x0202C9FFFE000001), &restarted_env);
+  ASSERT_TRUE(restarted.connect(request(), now));
+  server.on_mad(restarted_env.sent.front().bytes, kClientGid, kServerGid, now);
+  ASSERT_GE(server_env.sent.size(), 1u);
+  EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kRej);
+  EXPECT_EQ(server_env.sent.front().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kStaleConnection));
+  const auto events = server.take_events();
+  ASSERT_THAT(types(events), ElementsAre(CmEventType::kDisconnectRequest));
+  EXPECT_EQ(events[0].id, server_id);
+  EXPECT_EQ(server.counters().req_rejected, 1u);
+  (void)client_id;
+}
+
+TEST_F(CmScenario, DestroyedConnectionsReportOnlyTheEndOfTimeWait) {
+  const auto [client_id, server_id] = establish_connection();
+  client.destroy(client_id, now);
+  ASSERT_EQ(client_env.sent.size(), 1u);
+  EXPECT_EQ(client_env.sent.front().attribute(), CmAttribute::kDreq);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+  EXPECT_TRUE(client.take_events().empty());
+  advance(1000);
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kTimeWaitDone));
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeWaitDone));
+  (void)server_id;
+
+  // A REQ withdrawn before any answer: a REJ, and the server forgets it.
+  const auto second = client.connect(request(Qpn{0x33}), now);
+  deliver_all();
+  ASSERT_THAT(types(server.take_events()), ElementsAre(CmEventType::kRequest));
+  client.destroy(*second, now);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kRejected));
+  EXPECT_EQ(client.connections(), 0u);
+}
+
+// ---- bad input ----
+
+class CmHostile : public CmScenario {
+ protected:
+  // A REQ as the client would send it, for the test to spoil.
+  std::array<uint8_t, kMadSize> valid_req() {
+    EXPECT_TRUE(client.connect(request(), now));
+    auto bytes = client_env.sent.back().bytes;
+    client_env.sent.clear();
+    return bytes;
+  }
+  SentMad only_reply() {
+    EXPECT_EQ(server_env.sent.size(), 1u);
+    SentMad m = server_env.sent.front();
+    server_env.sent.clear();
+    return m;
+  }
+};
+
+TEST_F(CmHostile, MalformedMadsAreCountedAndDropped) {
+  auto req = valid_req();
+  server.on_mad(std::span<const uint8_t>(req.data(), 255), kClientGid, kServerGid, now);
+  server.on_mad(std::span<const uint8_t>(), kClientGid, kServerGid, now);
+  auto bad = req;
+  bad[0] = 2;  // base version
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  bad = req;
+  bad[1] = 0x04;  // not the CM class
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  bad = req;
+  bad[2] = 1;  // CM class version 1
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  EXPECT_EQ(server.counters().rx_malformed, 5u);
+  bad = req;
+  bad[17] = 0x17;  // SIDR_REQ
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  bad = req;
+  bad[17] = 0x7F;  // no such attribute
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  bad = req;
+  bad[3] = 0x81;  // a GetResponse nobody asked for
+  server.on_mad(bad, kClientGid, kServerGid, now);
+  EXPECT_EQ(server.counters().rx_unsupported, 3u);
+  EXPECT_TRUE(server.take_events().empty());
+  EXPECT_TRUE(server_env.sent.empty());
+  EXPECT_EQ(server.connections(), 0u);
+}
+
+TEST_F(CmHostile, RequestsTheCmCannotServeAreRejectedWithTheReason) {
+  const auto req = valid_req();
+  struct Case {
+    const char* what;
+    std::function<void(std::array<uint8_t, kMadSize>&)> spoil;
+    CmRejectReason reason;
+  };
+  const Case cases[] = {
+      {"UC", [](auto& b) { CmMutView<CmReq>(b.data()).set(CmReq::transport_service_type, 1); },
+       CmRejectReason::kInvalidTransportType},
+      {"MTU code 0", [](auto& b) { CmMutView<CmReq>(b.data()).set(CmReq::path_mtu, 0); }, CmRejectReason::kInvalidMtu},
+      {"MTU code 6", [](auto& b) { CmMutView<CmReq>(b.data()).set(CmReq::path_mtu, 6); }, CmRejectReason::kInvalidMtu},
+      {"a source GID other than the sender's", [](auto& b) { b[CmReq::primary_local_gid.kOffset + 15] ^= 1; },
+       CmRejectReason::kInvalidGid},
+      {"a destination GID not ours", [](auto& b) { b[CmReq::primary_remote_gid.kOffset + 15] ^= 1; },
+       CmRejectReason::kInvalidGid},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    auto bad = req;
+    c.spoil(bad);
+    server.on_mad(bad, kClientGid, kServerGid, now);
+    const SentMad rej = only_reply();
+    EXPECT_EQ(rej.attribute(), CmAttribute::kRej);
+    EXPECT_EQ(rej.tid(), CmView<Mad>(req.data()).get(Mad::transaction_id));
+    EXPECT_EQ(rej.get(CmRej::reason), static_cast<uint16_t>(c.reason));
+    EXPECT_EQ(rej.get(CmRej::remote_comm_id), CmView<CmReq>(req.data()).get(CmReq::local_comm_id));
+    EXPECT_EQ(rej.to, kClientGid);
+    EXPECT_TRUE(server.take_events().empty());
+  }
+  EXPECT_EQ(server.connections(), 0u);
+}
+
+TEST_F(CmHostile, NoRoomForAnotherConnectionIsARejectNotACrash) {
+  RecordingEnv env{5};
+  CmParams p = params(0x99);
+  p.max_connections = 1;
+  CmAgent small(p, &env);
+  auto req = valid_req();
+  small.on_mad(req, kClientGid, kServerGid, now);
+  CmMutView<CmReq>(req.data()).set(CmReq::local_comm_id, 0x5555);
+  CmMutView<CmReq>(req.data()).set(CmReq::local_qpn, Qpn{0x44});
+  small.on_mad(req, kClientGid, kServerGid, now);
+  EXPECT_EQ(small.connections(), 1u);
+  ASSERT_EQ(env.sent.size(), 1u);
+  EXPECT_EQ(CmView<CmRej>(env.sent.front().bytes.data()).get(CmRej::reason),
+            static_cast<uint16_t>(CmRejectReason::kNoResources));
+}
+
+TEST_F(CmHostile, MessagesForConnectionsWeDoNotHave) {
+  const auto [client_id, server_id] = establish_connection();
+  // A REP for no REQ: REJ "invalid communication ID" (12.6.8).
+  std::array<uint8_t, kMadSize> rep{};
+  CmMutView<Mad> h(rep.data());
+  h.set(Mad::base_version, 1);
+  h.set(Mad::management_class, kCmManagementClass);
+  h.set(Mad::class_version, 2);
+  h.set(Mad::method, MadMethod::kSend);
+  h.set(Mad::attribute_id, CmAttribute::kRep);
+  CmMutView<CmRep>(rep.data()).set(CmRep::remote_comm_id, 0xDEAD);
+  CmMutView<CmRep>(rep.data()).set(CmRep::local_comm_id, 0xBEEF);
+  client.on_mad(rep, kServerGid, kClientGid, now);
+  const SentMad rej = client_env.sent.back();
+  client_env.sent.clear();
+  EXPECT_EQ(rej.attribute(), CmAttribute::kRej);
+  EXPECT_EQ(rej.get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kInvalidCommId));
+  EXPECT_EQ(rej.get(CmRej::remote_comm_id), 0xBEEFu);
+
+  // A DREQ for an unknown ID still gets its DREP (12.9.8.5), with the IDs swapped.
+  auto dreq = rep;
+  CmMutView<Mad>(dreq.data()).set(Mad::attribute_id, CmAttribute::kDreq);
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::local_comm_id, 0x1234);
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, 0x5678);
+  server.on_mad(dreq, kClientGid, kServerGid, now);
+  const SentMad drep = only_reply();
+  EXPECT_EQ(drep.attribute(), CmAttribute::kDrep);
+  EXPECT_EQ(drep.get(CmDrep::local_comm_id), 0x5678u);
+  EXPECT_EQ(drep.get(CmDrep::remote_comm_id), 0x1234u);
+
+  // A DREQ that names the connection but not our QPN is dropped, as Linux does.
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::local_comm_id, client_id);
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, server_id);
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_qpn, Qpn{0x999});
+  server.on_mad(dreq, kClientGid, kServerGid, now);
+  EXPECT_EQ(server.counters().rx_dreq_wrong_qpn, 1u);
+
+  // The right IDs from another GID: not the peer, dropped (and answered only as an unknown ID would be).
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_qpn, Qpn{0x22});
+  Gid elsewhere = kClientGid;
+  elsewhere[15] = 9;
+  server.on_mad(dreq, elsewhere, kServerGid, now);
+  server_env.sent.clear();
+  EXPECT_TRUE(server.take_events().empty()) << "a third party cannot disconnect the connection";
+
+  // An RTU or DREP for nothing: counted, no answer.
+  auto rtu = rep;
+  CmMutView<Mad>(rtu.data()).set(Mad::attribute_id, CmAttribute::kRtu);
+  server.on_mad(rtu, kClientGid, kServerGid, now);
+  EXPECT_TRUE(server_env.sent.empty());
+
+  // The genuine DREQ still works.
+  ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+}
+
+TEST_F(CmHostile, ClassPortInfoIsAnswered) {
+  std::array<uint8_t, kMadSize> get{};
+  CmMutView<Mad> h(get.data());
+  h.set(Mad::base_version, 1);
+  h.set(Mad::management_class, kCmManagementClass);
+  h.set(Mad::class_version, 2);
+  h.set(Mad::method, MadMethod::kGet);
+  h.set(Mad::transaction_id, 0x42);
+  h.set(Mad::attribute_id, CmAttribute::kClassPortInfo);
+  server.on_mad(get, kClientGid, kServerGid, now);
+  SentMad answer = only_reply();
+  EXPECT_EQ(answer.get(Mad::method), MadMethod::kGetResponse);
+  EXPECT_EQ(answer.get(Mad::status), MadStatus::kOk);
+  EXPECT_EQ(answer.tid(), 0x42u);
+  EXPECT_EQ(answer.get(CmClassPortInfo::class_version), 2);
+  EXPECT_EQ(answer.get(CmClassPortInfo::response_time_value), 18);
+  EXPECT_EQ(answer.to, kClientGid);
+
+  h.set(Mad::attribute_id, CmAttribute::kReq);  // Get(REQ) means nothing
+  server.on_mad(get, kClientGid, kServerGid, now);
+  answer = only_reply();
+  EXPECT_EQ(answer.get(Mad::status), MadStatus::kMethodAttributeNotSupported);
+}
+
+TEST(RdmaCm, ServiceIdsAndCmaHeader) {
+  EXPECT_EQ(rdma_cm_service_id(4420), 0x0000000001061144u);
+  EXPECT_TRUE(is_rdma_cm_service_id(0x0000000001061144u));
+  EXPECT_FALSE(is_rdma_cm_service_id(0x0000000001111144u));  // the UDP port space
+  EXPECT_EQ(rdma_cm_port(0x0000000001061144u), 4420);
+
+  std::array<uint8_t, CmaHdr::kSize> hdr{};
+  write_cma_hdr(hdr, {IpAddress::from_ipv4(0xC6120001), 0x1234}, {IpAddress::from_ipv4(0xC6120002), 4420});
+  EXPECT_THAT(std::vector<uint8_t>(hdr.begin(), hdr.begin() + 4), ElementsAre(0, 0x40, 0x12, 0x34));
+  EXPECT_THAT(std::vector<uint8_t>(hdr.begin() + 4, hdr.begin() + 20),
+              ElementsAre(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 198, 18, 0, 1));
+  const auto f = read_cma_hdr(hdr);
+  ASSERT_TRUE(f);
+  EXPECT_EQ(f->source.address.ipv4(), 0xC6120001u);
+  EXPECT_EQ(f->source.port, 0x1234);
+  EXPECT_EQ(f->destination.ipv4(), 0xC6120002u);
+
+  hdr[0] = 1;  // cma_version
+  EXPECT_FALSE(read_cma_hdr(hdr));
+  hdr[0] = 0;
+  hdr[1] = 0x50;  // IP version 5
+  EXPECT_FALSE(read_cma_hdr(hdr));
+}
+
+}  // namespace
+}  // namespace uroce::proto
