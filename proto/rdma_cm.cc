@@ -6,46 +6,34 @@ namespace uroce::proto {
 
 namespace {
 
-constexpr std::array<uint8_t, 12> kIpv4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
-
+// In a cma_hdr an IPv4 address is 12 zero bytes, then the address (not the ::ffff: mapped form of a GID).
 void write_address(uint8_t* out, const IpAddress& a) noexcept {
   if (a.is_ipv4()) {
     std::fill_n(out, 12, uint8_t{0});
-    std::copy_n(a.gid.begin() + 12, 4, out + 12);
+    detail::store_be<4>(out + 12, a.ipv4());
   } else {
     std::copy(a.gid.begin(), a.gid.end(), out);
   }
 }
 
 IpAddress read_address(const uint8_t* in, bool ipv4) noexcept {
+  if (ipv4) return IpAddress::from_ipv4(detail::load_be<4>(in + 12));
   IpAddress a;
-  if (ipv4) {
-    std::copy(kIpv4MappedPrefix.begin(), kIpv4MappedPrefix.end(), a.gid.begin());
-    std::copy_n(in + 12, 4, a.gid.begin() + 12);
-  } else {
-    std::copy_n(in, 16, a.gid.begin());
-  }
+  std::copy_n(in, 16, a.gid.begin());
   return a;
 }
 
 }  // namespace
 
-bool IpAddress::is_ipv4() const noexcept {
-  return std::equal(kIpv4MappedPrefix.begin(), kIpv4MappedPrefix.end(), gid.begin());
-}
+bool IpAddress::is_ipv4() const noexcept { return gid_is_ipv4_mapped(gid); }
 
-IpAddress IpAddress::from_ipv4(uint32_t host_order) noexcept {
-  IpAddress a;
-  std::copy(kIpv4MappedPrefix.begin(), kIpv4MappedPrefix.end(), a.gid.begin());
-  detail::store_be<4>(a.gid.data() + 12, host_order);
-  return a;
-}
+IpAddress IpAddress::from_ipv4(uint32_t host_order) noexcept { return IpAddress{gid_from_ipv4(Ipv4Addr{host_order})}; }
 
-uint32_t IpAddress::ipv4() const noexcept { return detail::load_be<4>(gid.data() + 12); }
+uint32_t IpAddress::ipv4() const noexcept { return gid_to_ipv4(gid).value(); }
 
 void write_cma_hdr(std::span<uint8_t, CmaHdr::kSize> out, const IpEndpoint& source,
                    const IpEndpoint& destination) noexcept {
-  HeaderView<CmaHdr, uint8_t> h(out.data());
+  const HeaderView<CmaHdr, uint8_t> h(out.data());
   h.set(CmaHdr::cma_version, CmaHdr::kVersion);
   out[1] = 0;
   h.set(CmaHdr::ip_version, source.address.is_ipv4() ? 4 : 6);

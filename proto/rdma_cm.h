@@ -8,6 +8,7 @@
 #include <span>
 
 #include "proto/cm_messages.h"
+#include "proto/packet_builder.h"
 
 namespace uroce::proto {
 
