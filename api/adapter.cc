@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "api/connection.h"
 #include "api/provider.h"
 
 namespace uroce::ndk {
@@ -93,6 +94,12 @@ NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, Ada
   }
   a->transport_ = std::move(transport.value());
   a->notifier_ = std::make_unique<Notifier>(kMaxNotifiables);
+  std::string error;
+  a->connections_ = ConnectionManager::start(*a, error);
+  if (!a->connections_) {
+    std::fprintf(stderr, "uroce: NdkOpenAdapter: connection management: %s\n", error.c_str());
+    return STATUS_INSUFFICIENT_RESOURCES;
+  }
 
   NdkAdapterInfo& i = a->info_;
   i.Version = kNdkVersion;
@@ -111,8 +118,10 @@ NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, Ada
   i.MaxSrqDepth = kMaxQueueDepth;
   i.MaxCqDepth = kMaxCqDepth;
   i.LargeRequestThreshold = kLargeRequestThreshold;
-  i.MaxCallerData = 0;  // no connection management yet: no private data
-  i.MaxCalleeData = 0;
+  // ndkpi.md §11: the RDMA CM leaves 56 bytes of a REQ's private data to the consumer; a REJ carries 148 (a REP
+  // 196: the callee's limit covers both of its answers).
+  i.MaxCallerData = static_cast<uint32_t>(proto::kRdmaCmReqPrivateDataMax);
+  i.MaxCalleeData = static_cast<uint32_t>(proto::kRdmaCmRejPrivateDataMax);
   // In order: the responder places a message's packets in PSN order. RoCE needs no read-sink rights
   // (ndkpi.md §11). Resize is supported; interrupt moderation, READ with local invalidate and loopback to
   // our own address are not.
@@ -124,11 +133,15 @@ NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, Ada
   return STATUS_SUCCESS;
 }
 
+AdapterImpl::AdapterImpl() : Adapter(kNdkVersion, NdkObjectTypeAdapter), Lifetime(nullptr) {}
+AdapterImpl::~AdapterImpl() = default;
+
 void AdapterImpl::close() {
   // Our own reference; successors hold theirs until their closes complete (ndkpi.md §10.3: on return every
   // callback of every descendant has returned).
   release();
   while (!unreferenced_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  connections_.reset();  // its thread and the GSI QP, before the notifier and the engines go
   notifier_->stop();
   transport_.reset();
   dataplane_->stop();
@@ -189,6 +202,39 @@ NTSTATUS AdapterImpl::NdkCreateCq(uint32_t cq_depth, CqNotificationCallback noti
 NTSTATUS AdapterImpl::NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) {
   return create(*this, completion, request_context, pd, [this]() -> std::pair<NTSTATUS, Pd*> {
     return {STATUS_SUCCESS, new PdImpl(*this)};
+  });
+}
+
+NTSTATUS AdapterImpl::NdkCreateSharedEndpoint(const sockaddr* address, uint32_t address_length,
+                                              CreateCompletion completion, void* request_context,
+                                              SharedEndpoint** endpoint) {
+  std::optional<SocketEndpoint> local = endpoint_of(address, address_length);
+  if (!local || is_any_address(local->ip)) return STATUS_INVALID_PARAMETER;
+  if (!port_for(config(), local->ip, local->ip.is_v6)) return STATUS_INVALID_ADDRESS;
+  return create(*this, completion, request_context, endpoint, [this, local]() -> std::pair<NTSTATUS, SharedEndpoint*> {
+    SocketEndpoint bound = *local;  // port 0: bind() picks one
+    auto* e = new SharedEndpointImpl(*this);
+    const NTSTATUS status = connections_->bind(bound, e);
+    if (status != STATUS_SUCCESS) {
+      (void)e->NdkCloseSharedEndpoint(nullptr, nullptr);
+      return {status, nullptr};
+    }
+    e->set_endpoint(bound);
+    return {STATUS_SUCCESS, e};
+  });
+}
+
+NTSTATUS AdapterImpl::NdkCreateConnector(CreateCompletion completion, void* request_context, Connector** connector) {
+  return create(*this, completion, request_context, connector, [this]() -> std::pair<NTSTATUS, Connector*> {
+    return {STATUS_SUCCESS, new ConnectorImpl(*this)};
+  });
+}
+
+NTSTATUS AdapterImpl::NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,
+                                        CreateCompletion completion, void* request_context, Listener** listener) {
+  if (connect_event == nullptr) return STATUS_INVALID_PARAMETER;
+  return create(*this, completion, request_context, listener, [=, this]() -> std::pair<NTSTATUS, Listener*> {
+    return {STATUS_SUCCESS, new ListenerImpl(*this, connect_event, connect_event_context)};
   });
 }
 

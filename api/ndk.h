@@ -20,8 +20,12 @@
 //     connected fail with STATUS_CONNECTION_INVALID; receives may be posted before connecting.
 //   * Notifications (CQ, SRQ) and async completions run on a TBB task arena, never on an engine thread,
 //     serialised per CQ/SRQ.
-//   * Connection management does not exist yet: UroceConnect connects a QP from attributes exchanged out of
-//     band, as perftest and ibv_rc_pingpong do (see UroceConnectAttributes).
+//   * Connection management: connectors and listeners speak the IB CM on each port's GSI QP with the RDMA CM
+//     conventions, so Linux rdma_cm (rping, perftest -R, nvme-rdma) is the peer in either role. Connect,
+//     Accept, CompleteConnect and Disconnect return STATUS_PENDING and complete on the notifier; Listen and
+//     Reject finish inline. Private data: 56 bytes in a connect, 196 in an accept, 148 in a reject.
+//     UroceConnect still connects a QP from attributes exchanged out of band, as perftest and ibv_rc_pingpong
+//     do by default (see UroceConnectAttributes).
 //   * Addresses: a "logical address" (NDK_LOGICAL_ADDRESS) is a virtual address of this process, so fast
 //     register needs virtually contiguous pages and BaseVirtualAddress = page 0 + FBO (VA-based addressing).
 #pragma once
@@ -46,6 +50,14 @@ class Mr;
 class Mw;
 class Srq;
 class Qp;
+class Connector;
+class Listener;
+class SharedEndpoint;
+
+// NDK_FN_CONNECT_EVENT_CALLBACK: one new connector per incoming connection request; the consumer accepts,
+// rejects or closes it. NDK_FN_DISCONNECT_EVENT_CALLBACK: the peer disconnected (at most once per connection).
+using ConnectEventCallback = void (*)(void* context, Connector* connector);
+using DisconnectEventCallback = void (*)(void* context);
 
 // NDK_OBJECT_HEADER: the negotiated version and the object's type, at offset 0 of every object.
 class ObjectHeader {
@@ -68,6 +80,13 @@ class Adapter : public ObjectHeader {
                                const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
                                Cq** cq) = 0;
   virtual NTSTATUS NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) = 0;
+  // An explicit local endpoint (address and port; port 0: one from 49152-65535) for many outgoing connections.
+  virtual NTSTATUS NdkCreateSharedEndpoint(const sockaddr* address, uint32_t address_length,
+                                           CreateCompletion completion, void* request_context,
+                                           SharedEndpoint** endpoint) = 0;
+  virtual NTSTATUS NdkCreateConnector(CreateCompletion completion, void* request_context, Connector** connector) = 0;
+  virtual NTSTATUS NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,
+                                     CreateCompletion completion, void* request_context, Listener** listener) = 0;
 
   // --- uroce extensions ---
   // The affinity that puts a CQ (and the QPs it serves) on engine `engine`.
@@ -233,6 +252,72 @@ class Qp : public ObjectHeader {
  protected:
   using ObjectHeader::ObjectHeader;
   ~Qp() = default;
+};
+
+// NDK_SHARED_ENDPOINT_DISPATCH.
+class SharedEndpoint : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseSharedEndpoint(CloseCompletion completion, void* request_context) = 0;
+  virtual NTSTATUS NdkGetSharedEndpointLocalAddress(sockaddr* address, uint32_t* address_length) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~SharedEndpoint() = default;
+};
+
+// NDK_CONNECTOR_DISPATCH (ndkpi.md §9.7). Read limits are clamped to the adapter's and to what the peer offers;
+// NdkGetConnectionData reports the peer's. Addresses are sockaddr_in or sockaddr_in6 with their length.
+class Connector : public ObjectHeader {
+ public:
+  // Closing a connector that is still connected ends the connection abortively (a DREQ, the QP flushed); an
+  // incoming connector closed without NdkAccept rejects the request. Pending requests complete CANCELLED.
+  virtual NTSTATUS NdkCloseConnector(CloseCompletion completion, void* request_context) = 0;
+  // Completes when the peer accepted (then NdkCompleteConnect), or with STATUS_CONNECTION_REFUSED (no listener,
+  // or rejected: NdkGetConnectionData then returns the reject's private data), STATUS_IO_TIMEOUT,
+  // STATUS_HOST_UNREACHABLE.
+  virtual NTSTATUS NdkConnect(Qp* qp, const sockaddr* source, uint32_t source_length, const sockaddr* destination,
+                              uint32_t destination_length, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                              const void* private_data, uint32_t private_data_length, RequestCompletion completion,
+                              void* request_context) = 0;
+  virtual NTSTATUS NdkConnectWithSharedEndpoint(Qp* qp, SharedEndpoint* endpoint, const sockaddr* destination,
+                                                uint32_t destination_length, uint32_t inbound_read_limit,
+                                                uint32_t outbound_read_limit, const void* private_data,
+                                                uint32_t private_data_length, RequestCompletion completion,
+                                                void* request_context) = 0;
+  virtual NTSTATUS NdkCompleteConnect(DisconnectEventCallback disconnect_event, void* disconnect_event_context,
+                                      RequestCompletion completion, void* request_context) = 0;
+  // Completes once the peer confirmed (RTU, or its first packet on the QP).
+  virtual NTSTATUS NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                             const void* private_data, uint32_t private_data_length,
+                             DisconnectEventCallback disconnect_event, void* disconnect_event_context,
+                             RequestCompletion completion, void* request_context) = 0;
+  virtual NTSTATUS NdkReject(const void* private_data, uint32_t private_data_length) = 0;
+  virtual NTSTATUS NdkGetConnectionData(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit, void* private_data,
+                                        uint32_t* private_data_length) = 0;
+  virtual NTSTATUS NdkGetLocalAddress(sockaddr* address, uint32_t* address_length) = 0;
+  virtual NTSTATUS NdkGetPeerAddress(sockaddr* address, uint32_t* address_length) = 0;
+  // Graceful: completes when the peer answered (or timed out: STATUS_IO_TIMEOUT), with the QP flushed.
+  virtual NTSTATUS NdkDisconnect(RequestCompletion completion, void* request_context) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Connector() = default;
+};
+
+// NDK_LISTENER_DISPATCH (ndkpi.md §9.8).
+class Listener : public ObjectHeader {
+ public:
+  virtual NTSTATUS NdkCloseListener(CloseCompletion completion, void* request_context) = 0;
+  // Address 0.0.0.0 / :: listens on every address of that version; port 0 picks one (read it back).
+  virtual NTSTATUS NdkListen(const sockaddr* address, uint32_t address_length, RequestCompletion completion,
+                             void* request_context) = 0;
+  virtual NTSTATUS NdkGetListenerLocalAddress(sockaddr* address, uint32_t* address_length) = 0;
+  // Paused: requests are rejected as if nobody listened.
+  virtual void NdkControlConnectEvents(bool pause) = 0;
+
+ protected:
+  using ObjectHeader::ObjectHeader;
+  ~Listener() = default;
 };
 
 }  // namespace uroce::ndk

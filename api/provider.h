@@ -44,6 +44,7 @@ class MrImpl;
 class MwImpl;
 class SrqImpl;
 class QpImpl;
+class ConnectionManager;
 
 // A QP's queue sizes and limits, as NdkCreateQp / NdkCreateQpWithSrq give them.
 struct QpShape {
@@ -89,12 +90,18 @@ class AdapterImpl final : public Adapter, public Lifetime {
  public:
   static NTSTATUS open(const config::Config& config, NdkVersion version, AdapterImpl** adapter);
   void close();
+  ~AdapterImpl() override;  // in adapter.cc, where ConnectionManager is complete
 
   NTSTATUS NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) override;
   NTSTATUS NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
                        const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
                        Cq** cq) override;
   NTSTATUS NdkCreatePd(CreateCompletion completion, void* request_context, Pd** pd) override;
+  NTSTATUS NdkCreateSharedEndpoint(const sockaddr* address, uint32_t address_length, CreateCompletion completion,
+                                   void* request_context, SharedEndpoint** endpoint) override;
+  NTSTATUS NdkCreateConnector(CreateCompletion completion, void* request_context, Connector** connector) override;
+  NTSTATUS NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,
+                             CreateCompletion completion, void* request_context, Listener** listener) override;
   [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
   [[nodiscard]] uint16_t UroceEngineCount() const override;
   void UroceWaitForNotifier() override { notifier_->wait_idle(); }
@@ -103,6 +110,7 @@ class AdapterImpl final : public Adapter, public Lifetime {
   [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
   [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }
   [[nodiscard]] Notifier& notifier() noexcept { return *notifier_; }
+  [[nodiscard]] ConnectionManager& connections() noexcept { return *connections_; }
   [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return info_; }
   [[nodiscard]] const config::Config& config() const noexcept { return dataplane_->config(); }
   uint32_t next_pd_id() noexcept { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
@@ -118,12 +126,13 @@ class AdapterImpl final : public Adapter, public Lifetime {
   NTSTATUS create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out, Make&& make);
 
  private:
-  AdapterImpl() : Adapter(kNdkVersion, NdkObjectTypeAdapter), Lifetime(nullptr) {}
+  AdapterImpl();
   void last_reference_gone() noexcept override { unreferenced_.store(true, std::memory_order_release); }
 
   std::unique_ptr<dataplane::Dataplane> dataplane_;
   std::unique_ptr<dataplane::RcTransport> transport_;
   std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<ConnectionManager> connections_;
   NdkAdapterInfo info_{};
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint32_t> next_engine_{0};
@@ -354,6 +363,15 @@ class QpImpl final : public Qp, public Lifetime {
   uint32_t UroceGetQpNumber() override;
   NTSTATUS UroceConnect(const UroceConnectAttributes& attributes, RequestCompletion completion,
                         void* request_context) override;
+
+  // Connection management (connection.cc): claims the QP for one connection (false: it is connecting, connected
+  // or flushed); connects its transport to `peer` (resolving the MAC unless given), giving the claim back on
+  // failure; or gives the claim back.
+  [[nodiscard]] bool claim_for_connect() noexcept;
+  NTSTATUS connect_transport(dataplane::RcPeer peer, const proto::RcQpAttributes& attrs);
+  void release_connect_claim() noexcept;
+  [[nodiscard]] proto::RcQpAttributes default_attributes() const;
+  [[nodiscard]] bool connected() const noexcept { return connected_.load(std::memory_order_acquire); }
 
   [[nodiscard]] dataplane::RcQueuePair* transport_qp() noexcept { return transport_qp_; }
   [[nodiscard]] dataplane::EngineId engine() const noexcept { return engine_; }

@@ -9,6 +9,7 @@
 
 #include <arpa/inet.h>
 
+#include "api/addresses.h"
 #include "api/provider.h"
 
 namespace uroce::ndk::detail {
@@ -33,44 +34,6 @@ constexpr uint32_t kInvalidateFlags = NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_R
 constexpr uint32_t kRemoteWriteBit = NDK_OP_FLAG_ALLOW_REMOTE_WRITE & ~NDK_OP_FLAG_ALLOW_LOCAL_WRITE;
 
 uint32_t ring_capacity(uint32_t depth) noexcept { return CompletionSlices::ring_capacity(depth); }
-
-bool is_valid_path_mtu(uint32_t mtu) noexcept {
-  return mtu == 256 || mtu == 512 || mtu == 1024 || mtu == 2048 || mtu == 4096;
-}
-
-std::optional<config::IpAddress> ip_of(const sockaddr* address) noexcept {
-  if (address == nullptr) return std::nullopt;
-  config::IpAddress ip;
-  if (address->sa_family == AF_INET) {
-    sockaddr_in in{};
-    std::memcpy(&in, address, sizeof in);
-    std::memcpy(ip.bytes.data(), &in.sin_addr, 4);
-    return ip;
-  }
-  if (address->sa_family == AF_INET6) {
-    sockaddr_in6 in6{};
-    std::memcpy(&in6, address, sizeof in6);
-    ip.is_v6 = true;
-    std::memcpy(ip.bytes.data(), &in6.sin6_addr, 16);
-    return ip;
-  }
-  return std::nullopt;
-}
-
-bool same_address(const config::IpAddress& a, const config::IpAddress& b) noexcept {
-  return a.is_v6 == b.is_v6 && std::memcmp(a.bytes.data(), b.bytes.data(), a.is_v6 ? 16 : 4) == 0;
-}
-
-// The port that owns `local`, or without one the first port with an address of `family`'s version.
-std::optional<dataplane::PortIndex> port_for(const config::Config& config,
-                                             const std::optional<config::IpAddress>& local, bool v6) noexcept {
-  for (std::size_t p = 0; p < config.ports.size(); ++p) {
-    for (const config::IpAddress& a : config.ports[p].addresses) {
-      if (local ? same_address(a, *local) : a.is_v6 == v6) return static_cast<dataplane::PortIndex>(p);
-    }
-  }
-  return std::nullopt;
-}
 
 }  // namespace
 
@@ -221,8 +184,7 @@ NTSTATUS QpImpl::UroceConnect(const UroceConnectAttributes& a, RequestCompletion
     return STATUS_INVALID_PARAMETER;
   const std::optional<dataplane::PortIndex> port = port_for(adapter_.config(), local, remote->is_v6);
   if (!port) return STATUS_INVALID_ADDRESS;
-  if (flushed_.load(std::memory_order_relaxed) || connecting_.exchange(true, std::memory_order_acq_rel))
-    return STATUS_CONNECTION_INVALID;
+  if (!claim_for_connect()) return STATUS_CONNECTION_INVALID;
 
   dataplane::RcPeer peer;
   peer.qpn = proto::Qpn{a.RemoteQpNumber};
@@ -245,22 +207,7 @@ NTSTATUS QpImpl::UroceConnect(const UroceConnectAttributes& a, RequestCompletion
   attrs.max_dest_rd_atomic = static_cast<uint8_t>(ird);
   attrs.ack_request_interval = rdma.ack_request_interval;
 
-  auto run = [this, peer, attrs]() mutable -> NTSTATUS {
-    if (!peer.mac) {
-      auto mac = adapter_.dataplane().resolve(*peer.local_port, peer.ip, std::chrono::seconds(3));
-      if (!mac.ok()) {
-        connecting_.store(false, std::memory_order_release);  // may be tried again
-        return STATUS_HOST_UNREACHABLE;
-      }
-      peer.mac = mac.value();
-    }
-    if (!adapter_.transport().connect(*transport_qp_, peer, attrs).ok()) {
-      connecting_.store(false, std::memory_order_release);
-      return STATUS_INVALID_PARAMETER;
-    }
-    connected_.store(true, std::memory_order_release);  // initiator posts may start
-    return STATUS_SUCCESS;
-  };
+  auto run = [this, peer, attrs]() { return connect_transport(peer, attrs); };
   if (completion == nullptr) return run();
   retain();  // the QP's close waits for the connect
   adapter_.notifier().run([this, run, completion, request_context]() mutable {
@@ -268,6 +215,43 @@ NTSTATUS QpImpl::UroceConnect(const UroceConnectAttributes& a, RequestCompletion
     release();
   });
   return STATUS_PENDING;
+}
+
+bool QpImpl::claim_for_connect() noexcept {
+  return !flushed_.load(std::memory_order_relaxed) && !connecting_.exchange(true, std::memory_order_acq_rel);
+}
+
+NTSTATUS QpImpl::connect_transport(dataplane::RcPeer peer, const proto::RcQpAttributes& attrs) {
+  if (!peer.mac) {
+    auto mac = adapter_.dataplane().resolve(*peer.local_port, peer.ip, std::chrono::seconds(3));
+    if (!mac.ok()) {
+      connecting_.store(false, std::memory_order_release);  // may be tried again
+      return STATUS_HOST_UNREACHABLE;
+    }
+    peer.mac = mac.value();
+  }
+  if (!adapter_.transport().connect(*transport_qp_, peer, attrs).ok()) {
+    connecting_.store(false, std::memory_order_release);
+    return STATUS_INVALID_PARAMETER;
+  }
+  connected_.store(true, std::memory_order_release);  // initiator posts may start
+  return STATUS_SUCCESS;
+}
+
+void QpImpl::release_connect_claim() noexcept { connecting_.store(false, std::memory_order_release); }
+
+proto::RcQpAttributes QpImpl::default_attributes() const {
+  const config::RdmaConfig& rdma = adapter_.config().rdma;
+  proto::RcQpAttributes attrs;
+  attrs.path_mtu = rdma.path_mtu;
+  attrs.ack_timeout = rdma.ack_timeout;
+  attrs.retry_count = rdma.retry_count;
+  attrs.rnr_retry = rdma.rnr_retry;
+  attrs.min_rnr_timer = rdma.min_rnr_timer;
+  attrs.max_rd_atomic = rdma.max_rd_atomic;
+  attrs.max_dest_rd_atomic = rdma.max_dest_rd_atomic;
+  attrs.ack_request_interval = rdma.ack_request_interval;
+  return attrs;
 }
 
 // ------------------------------------------------------------------------------------- initiator queue

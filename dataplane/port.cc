@@ -51,6 +51,29 @@ std::atomic<unsigned> g_next_instance{0};
 bool Port::owns(proto::Ipv4Addr a) const noexcept { return std::find(ipv4.begin(), ipv4.end(), a) != ipv4.end(); }
 bool Port::owns(const Ipv6Bytes& a) const noexcept { return std::find(ipv6.begin(), ipv6.end(), a) != ipv6.end(); }
 
+proto::Gid gid_of(const config::IpAddress& ip) noexcept {
+  if (!ip.is_v6) {
+    return proto::gid_from_ipv4(proto::Ipv4Addr{static_cast<uint32_t>(ip.bytes[0]) << 24 |
+                                                static_cast<uint32_t>(ip.bytes[1]) << 16 |
+                                                static_cast<uint32_t>(ip.bytes[2]) << 8 | ip.bytes[3]});
+  }
+  proto::Gid g;
+  std::copy(ip.bytes.begin(), ip.bytes.end(), g.begin());
+  return g;
+}
+
+config::IpAddress ip_of_gid(const proto::Gid& gid) noexcept {
+  config::IpAddress ip;
+  if (proto::gid_is_ipv4_mapped(gid)) {
+    std::copy_n(gid.begin() + 12, 4, ip.bytes.begin());
+  } else {
+    ip.is_v6 = true;
+    ip.prefix_length = 128;
+    std::copy(gid.begin(), gid.end(), ip.bytes.begin());
+  }
+  return ip;
+}
+
 proto::MacAddr mac_from_bytes(const uint8_t* b) noexcept {
   uint64_t v = 0;
   for (int i = 0; i < 6; ++i) v = v << 8 | b[i];

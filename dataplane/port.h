@@ -25,6 +25,7 @@
 #include "dataplane/eal.h"
 #include "dataplane/qpn.h"
 #include "dataplane/status.h"
+#include "proto/packet_builder.h"
 #include "proto/types.h"
 
 struct rte_mempool;
@@ -80,7 +81,11 @@ class PortSet {
 };
 
 // Conversions between DPDK's byte-array MAC and the strong wire type.
-[[nodiscard]] proto::MacAddr mac_from_bytes(const uint8_t* bytes) noexcept;
+[[nodiscard]]  // An address as its RoCEv2 GID (IPv4 mapped as ::ffff:a.b.c.d), and back.
+[[nodiscard]] proto::Gid
+gid_of(const config::IpAddress& ip) noexcept;
+[[nodiscard]] config::IpAddress ip_of_gid(const proto::Gid& gid) noexcept;
+proto::MacAddr mac_from_bytes(const uint8_t* bytes) noexcept;
 void mac_to_bytes(proto::MacAddr mac, uint8_t* bytes) noexcept;
 [[nodiscard]] std::string mac_to_string(proto::MacAddr mac);
 

@@ -24,18 +24,6 @@ uint32_t next_pow2(uint32_t n) {
   return p;
 }
 
-proto::Gid gid_of(const config::IpAddress& ip) {
-  proto::Gid g{};
-  if (ip.is_v6) {
-    std::memcpy(g.data(), ip.bytes.data(), 16);
-  } else {
-    g = proto::gid_from_ipv4(proto::Ipv4Addr{static_cast<uint32_t>(ip.bytes[0]) << 24 |
-                                             static_cast<uint32_t>(ip.bytes[1]) << 16 |
-                                             static_cast<uint32_t>(ip.bytes[2]) << 8 | ip.bytes[3]});
-  }
-  return g;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- RcQueuePair

@@ -1,0 +1,249 @@
+// Connection management behind ndk.h's connectors, listeners and shared endpoints (ndkpi.md §9.7-9.8, §10.4-10.5;
+// ARCHITECTURE.md "Connection management").
+//
+// One ConnectionManager per adapter runs the IB CM (proto::CmAgent, one CA for all ports) on a thread of its own,
+// fed by the GSI channel (dataplane/gsi_channel.h) and by the consumers' calls, which it runs in order (post()).
+// Connectors turn the agent's events into NDK completions and drive their QP into RTS through the RC transport;
+// every consumer callback runs on the notifier, never on the CM thread or an engine. Timeouts and retries are
+// the CM's (proto/cm_agent.h); nothing here blocks the CM thread on the network (ARP runs on the notifier).
+//
+// Lifetimes: a connector holds its adapter, and from Connect/Accept on its QP (the QP closes after it), its
+// listener (an incoming one) or its shared endpoint. While the CM may still report on its CM ID, the manager
+// holds a reference too. A listener or shared endpoint's address stays bound until its close, and a connector's
+// own (NdkConnect) until the connector closes.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "api/addresses.h"
+#include "api/provider.h"
+#include "dataplane/gsi_channel.h"
+#include "proto/cm_agent.h"
+#include "proto/rdma_cm.h"
+
+namespace uroce::ndk::detail {
+
+class ConnectorImpl;
+class ListenerImpl;
+class SharedEndpointImpl;
+
+class ConnectionManager final : public proto::CmEnv {
+ public:
+  [[nodiscard]] static std::unique_ptr<ConnectionManager> start(AdapterImpl& adapter, std::string& error);
+  ~ConnectionManager();  // stops the thread; every connector has gone by then (adapter close)
+  ConnectionManager(const ConnectionManager&) = delete;
+  ConnectionManager& operator=(const ConnectionManager&) = delete;
+
+  // Any thread: runs `work` on the CM thread, after everything posted before it.
+  void post(std::function<void()> work);
+
+  // Any thread. Binds a local endpoint for a listener (`listener` set; the address may be 0.0.0.0 / ::), a shared
+  // endpoint or a connector; port 0 picks a free one from 49152-65535 and writes it back.
+  // STATUS_ADDRESS_ALREADY_EXISTS: taken; STATUS_TOO_MANY_ADDRESSES: no free port.
+  NTSTATUS bind(SocketEndpoint& endpoint, const void* owner, ListenerImpl* listener = nullptr);
+  void unbind(const void* owner);
+
+  // CM thread only.
+  [[nodiscard]] proto::CmAgent& agent() noexcept { return *agent_; }
+  [[nodiscard]] uint64_t now_ms() const noexcept;
+  // `connector` receives the events of `id` (and is retained) until detach().
+  void attach(proto::CmId id, ConnectorImpl* connector);
+  void detach(proto::CmId id);
+  void remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac);
+  [[nodiscard]] std::optional<proto::MacAddr> mac_for(dataplane::PortIndex port, const proto::Gid& gid) const;
+  [[nodiscard]] proto::Psn random_psn() { return proto::Psn{static_cast<uint32_t>(random_())}; }
+
+  // proto::CmEnv (CM thread)
+  void send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
+                const proto::Gid& remote_gid) override;
+  uint32_t random32() override { return static_cast<uint32_t>(random_()); }
+
+  [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
+  [[nodiscard]] const dataplane::GsiChannel& gsi() const noexcept { return *gsi_; }
+  // Posted and run on the CM thread, then returns: for tests and counters.
+  void wait_idle();
+
+ private:
+  explicit ConnectionManager(AdapterImpl& adapter);
+  void run();
+  bool step();  // one round of work, MADs, timers and events; true if anything happened
+  void dispatch(const proto::CmEvent& event);
+  void on_request(const proto::CmEvent& event);
+  // The listener for (address, port), retained, or nullptr (none, paused or closing).
+  ListenerImpl* find_listener(const config::IpAddress& address, uint16_t port);
+
+  struct Binding {
+    SocketEndpoint endpoint;
+    const void* owner = nullptr;
+    ListenerImpl* listener = nullptr;
+  };
+
+  AdapterImpl& adapter_;
+  std::unique_ptr<dataplane::GsiChannel> gsi_;
+  std::unique_ptr<proto::CmAgent> agent_;
+  std::thread thread_;
+
+  std::mutex mutex_;  // guards work_, stopping_, bindings_
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> work_;
+  bool stopping_ = false;
+  std::vector<Binding> bindings_;
+
+  // CM thread only.
+  std::unordered_map<proto::CmId, ConnectorImpl*> connectors_;
+  std::map<std::pair<dataplane::PortIndex, proto::Gid>, proto::MacAddr> macs_;
+  std::mt19937_64 random_;
+  uint64_t mads_unsent_ = 0;  // no MAC known for the destination, or the GSI ring was full
+};
+
+class ListenerImpl final : public Listener, public Lifetime {
+ public:
+  ListenerImpl(AdapterImpl& adapter, ConnectEventCallback callback, void* context);
+  ~ListenerImpl() override;
+  NTSTATUS NdkCloseListener(CloseCompletion completion, void* request_context) override;
+  NTSTATUS NdkListen(const sockaddr* address, uint32_t address_length, RequestCompletion completion,
+                     void* request_context) override;
+  NTSTATUS NdkGetListenerLocalAddress(sockaddr* address, uint32_t* address_length) override;
+  void NdkControlConnectEvents(bool pause) override { paused_.store(pause, std::memory_order_release); }
+
+  [[nodiscard]] bool accepting() const noexcept { return !paused_.load(std::memory_order_acquire) && !closing(); }
+  // Notifier: hands the consumer its new connector (or rejects it if the listener closed meanwhile).
+  void deliver(ConnectorImpl* connector);
+  using Lifetime::release;
+  using Lifetime::retain;
+
+ private:
+  AdapterImpl& adapter_;
+  const ConnectEventCallback callback_;
+  void* const context_;
+  std::mutex mutex_;
+  std::optional<SocketEndpoint> bound_;
+  std::atomic<bool> paused_{false};
+};
+
+class SharedEndpointImpl final : public SharedEndpoint, public Lifetime {
+ public:
+  explicit SharedEndpointImpl(AdapterImpl& adapter);
+  void set_endpoint(const SocketEndpoint& endpoint) { endpoint_ = endpoint; }  // once, when bound at creation
+  ~SharedEndpointImpl() override;
+  NTSTATUS NdkCloseSharedEndpoint(CloseCompletion completion, void* request_context) override;
+  NTSTATUS NdkGetSharedEndpointLocalAddress(sockaddr* address, uint32_t* address_length) override {
+    return write_endpoint(endpoint_, address, address_length);
+  }
+  [[nodiscard]] const SocketEndpoint& endpoint() const noexcept { return endpoint_; }
+  using Lifetime::release;
+  using Lifetime::retain;
+
+ private:
+  AdapterImpl& adapter_;
+  SocketEndpoint endpoint_;  // bound by NdkCreateSharedEndpoint
+};
+
+class ConnectorImpl final : public Connector, public Lifetime {
+ public:
+  explicit ConnectorImpl(AdapterImpl& adapter);
+  // An incoming connection request (CM thread), for `listener`'s connect event.
+  ConnectorImpl(AdapterImpl& adapter, ListenerImpl& listener, const proto::CmEvent& request, dataplane::PortIndex port,
+                const SocketEndpoint& local, const SocketEndpoint& peer);
+  ~ConnectorImpl() override;
+
+  NTSTATUS NdkCloseConnector(CloseCompletion completion, void* request_context) override;
+  NTSTATUS NdkConnect(Qp* qp, const sockaddr* source, uint32_t source_length, const sockaddr* destination,
+                      uint32_t destination_length, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                      const void* private_data, uint32_t private_data_length, RequestCompletion completion,
+                      void* request_context) override;
+  NTSTATUS NdkConnectWithSharedEndpoint(Qp* qp, SharedEndpoint* endpoint, const sockaddr* destination,
+                                        uint32_t destination_length, uint32_t inbound_read_limit,
+                                        uint32_t outbound_read_limit, const void* private_data,
+                                        uint32_t private_data_length, RequestCompletion completion,
+                                        void* request_context) override;
+  NTSTATUS NdkCompleteConnect(DisconnectEventCallback disconnect_event, void* disconnect_event_context,
+                              RequestCompletion completion, void* request_context) override;
+  NTSTATUS NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t outbound_read_limit, const void* private_data,
+                     uint32_t private_data_length, DisconnectEventCallback disconnect_event,
+                     void* disconnect_event_context, RequestCompletion completion, void* request_context) override;
+  NTSTATUS NdkReject(const void* private_data, uint32_t private_data_length) override;
+  NTSTATUS NdkGetConnectionData(uint32_t* inbound_read_limit, uint32_t* outbound_read_limit, void* private_data,
+                                uint32_t* private_data_length) override;
+  NTSTATUS NdkGetLocalAddress(sockaddr* address, uint32_t* address_length) override;
+  NTSTATUS NdkGetPeerAddress(sockaddr* address, uint32_t* address_length) override;
+  NTSTATUS NdkDisconnect(RequestCompletion completion, void* request_context) override;
+
+  // CM thread: an event of this connector's CM ID.
+  void on_cm_event(const proto::CmEvent& event);
+  using Lifetime::release;
+  using Lifetime::retain;
+
+ private:
+  enum class State : uint8_t {
+    kIdle,        // created, nothing asked yet
+    kConnecting,  // NdkConnect: resolving the peer, then the REQ is out
+    kReplied,     // the peer accepted: NdkCompleteConnect (or NdkReject) next
+    kCompleting,  // NdkCompleteConnect: QP to RTS, then the RTU
+    kIncoming,    // a request for the consumer: NdkAccept or NdkReject
+    kAccepting,   // NdkAccept: the REP is out, waiting for the RTU
+    kEstablished,
+    kDisconnecting,  // NdkDisconnect: the DREQ is out
+    kDone,           // disconnected, rejected, refused, timed out or aborted
+    kClosed,
+  };
+
+  NTSTATUS connect(Qp* qp, const SocketEndpoint& source, SharedEndpointImpl* shared, const sockaddr* destination,
+                   uint32_t destination_length, uint32_t inbound_read_limit, uint32_t outbound_read_limit,
+                   const void* private_data, uint32_t private_data_length, RequestCompletion completion,
+                   void* request_context);
+  // Under mutex_: makes `completion` the pending request (the connector stays alive until it completes).
+  void begin_request(RequestCompletion completion, void* context);
+  // Completes the pending request (if any) with `status` on the notifier.
+  void finish_request(NTSTATUS status);
+  void send_request();  // CM thread: the REQ
+  void accept_on_cm_thread(const proto::CmReplyParams& reply);
+  void fail(NTSTATUS status);  // CM thread: the connection is over before it was established
+  void deliver_disconnect_event();
+  [[nodiscard]] dataplane::RcPeer peer_for_transport() const;
+
+  AdapterImpl& adapter_;
+  ConnectionManager& cm_;
+  std::mutex mutex_;
+  State state_ = State::kIdle;
+  QpImpl* qp_ = nullptr;
+  ListenerImpl* listener_ = nullptr;
+  SharedEndpointImpl* shared_ = nullptr;
+  bool bound_ = false;  // our own endpoint, bound by NdkConnect
+  std::optional<proto::CmId> cm_id_;
+  dataplane::PortIndex port_ = 0;
+  SocketEndpoint local_{};
+  SocketEndpoint peer_{};
+  std::optional<proto::MacAddr> peer_mac_;
+  uint32_t inbound_read_limit_ = 0;  // ours, as negotiated
+  uint32_t outbound_read_limit_ = 0;
+  uint32_t path_mtu_ = 1024;
+  proto::Psn our_psn_{};
+  // The peer's, from its REQ or REP.
+  proto::Qpn peer_qpn_{};
+  proto::Psn peer_psn_{};
+  uint32_t peer_inbound_read_limit_ = 0;   // its responder resources
+  uint32_t peer_outbound_read_limit_ = 0;  // its initiator depth
+  std::vector<uint8_t> peer_private_data_;
+  std::size_t peer_private_data_size_ = 0;  // the CM's room for it (NdkGetConnectionData's required size)
+  std::vector<uint8_t> private_data_;       // ours, for the REQ
+  RequestCompletion pending_ = nullptr;
+  void* pending_context_ = nullptr;
+  DisconnectEventCallback disconnect_event_ = nullptr;
+  void* disconnect_event_context_ = nullptr;
+  bool peer_disconnected_ = false;
+  bool disconnect_delivered_ = false;
+};
+
+}  // namespace uroce::ndk::detail

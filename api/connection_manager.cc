@@ -1,0 +1,303 @@
+// The CM thread, the endpoint registry, listeners and shared endpoints (connection.h).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "api/connection.h"
+
+namespace uroce::ndk::detail {
+
+namespace {
+
+constexpr uint16_t kEphemeralFirst = 49152;  // ndkpi.md §2: port 0 -> the provider picks from 49152-65535
+constexpr uint32_t kEphemeralCount = 65536 - kEphemeralFirst;
+constexpr auto kIdleWait = std::chrono::milliseconds(1);  // the GSI ring is polled: the CM is not latency-bound
+
+// The CA GUID as Linux derives it for RoCE: the EUI-64 of the first port's MAC (universal/local bit flipped).
+uint64_t ca_guid_of(proto::MacAddr mac) {
+  const uint64_t m = mac.value();
+  const uint64_t upper = (m >> 24) ^ 0x020000;
+  return upper << 40 | uint64_t{0xFFFE} << 24 | (m & 0xFFFFFF);
+}
+
+bool endpoints_overlap(const SocketEndpoint& a, const SocketEndpoint& b) {
+  return a.port == b.port && a.ip.is_v6 == b.ip.is_v6 &&
+         (is_any_address(a.ip) || is_any_address(b.ip) || same_address(a.ip, b.ip));
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------- the manager
+
+ConnectionManager::ConnectionManager(AdapterImpl& adapter) : adapter_(adapter), random_(std::random_device{}()) {}
+
+std::unique_ptr<ConnectionManager> ConnectionManager::start(AdapterImpl& adapter, std::string& error) {
+  std::unique_ptr<ConnectionManager> cm(new ConnectionManager(adapter));
+  auto gsi = dataplane::GsiChannel::start(adapter.dataplane());
+  if (!gsi.ok()) {
+    error = "the GSI QP: " + gsi.error();
+    return nullptr;
+  }
+  cm->gsi_ = std::move(gsi.value());
+  proto::CmParams params;
+  params.local_ca_guid = adapter.dataplane().port_count() > 0 ? ca_guid_of(adapter.dataplane().port(0).mac) : 0;
+  cm->agent_ = std::make_unique<proto::CmAgent>(params, cm.get());
+  cm->thread_ = std::thread([m = cm.get()] { m->run(); });
+  return cm;
+}
+
+ConnectionManager::~ConnectionManager() {
+  {
+    const std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // Connectors still attached hold a reference from us; every one has been closed by its consumer by now.
+  for (auto& [id, connector] : connectors_) connector->release();
+}
+
+uint64_t ConnectionManager::now_ms() const noexcept {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
+
+void ConnectionManager::post(std::function<void()> work) {
+  {
+    const std::lock_guard lock(mutex_);
+    work_.push_back(std::move(work));
+  }
+  wake_.notify_one();
+}
+
+void ConnectionManager::wait_idle() {
+  std::atomic<bool> done{false};
+  post([&] { done.store(true, std::memory_order_release); });
+  while (!done.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+void ConnectionManager::run() {
+  for (;;) {
+    if (step()) continue;
+    std::unique_lock lock(mutex_);
+    if (stopping_) return;
+    const uint64_t deadline = agent_->next_deadline_ms();
+    const uint64_t now = now_ms();
+    const auto wait = deadline <= now
+                          ? std::chrono::milliseconds(0)
+                          : std::min<std::chrono::milliseconds>(kIdleWait, std::chrono::milliseconds(deadline - now));
+    wake_.wait_for(lock, wait, [&] { return stopping_ || !work_.empty(); });
+    if (stopping_) return;
+  }
+}
+
+bool ConnectionManager::step() {
+  bool busy = false;
+  std::deque<std::function<void()>> work;
+  {
+    const std::lock_guard lock(mutex_);
+    work.swap(work_);
+  }
+  for (auto& w : work) w();
+  busy |= !work.empty();
+
+  std::array<dataplane::GsiDatagram, 16> batch;
+  const std::size_t n = gsi_->receive(batch);
+  const uint64_t now = now_ms();
+  for (std::size_t i = 0; i < n; ++i) {
+    const dataplane::GsiDatagram& d = batch[i];
+    remember_mac(d.port, d.remote_gid, d.remote_mac);
+    agent_->on_mad(d.mad, d.remote_gid, d.local_gid, now);
+  }
+  busy |= n > 0;
+  agent_->on_timer(now);
+  // Handling an event may call the agent again (reject, accept): repeat until nothing new comes out.
+  for (std::vector<proto::CmEvent> events = agent_->take_events(); !events.empty(); events = agent_->take_events()) {
+    busy = true;
+    for (const proto::CmEvent& e : events) dispatch(e);
+  }
+  return busy;
+}
+
+void ConnectionManager::dispatch(const proto::CmEvent& event) {
+  if (event.type == proto::CmEventType::kRequest) return on_request(event);
+  const auto it = connectors_.find(event.id);
+  if (it == connectors_.end()) return;  // its connector has closed
+  ConnectorImpl* connector = it->second;
+  connector->on_cm_event(event);
+  // After time-wait the CM forgets the ID; so do we.
+  if (event.type == proto::CmEventType::kTimeWaitDone) detach(event.id);
+}
+
+void ConnectionManager::on_request(const proto::CmEvent& event) {
+  const proto::CmConnectParams& req = event.request;
+  auto reject = [&](proto::CmRejectReason reason) { (void)agent_->reject(event.id, reason, {}); };
+  // The RDMA CM's TCP port space, and a cma_hdr that names the path the REQ itself came by (cma.c checks the
+  // same: the destination is ours, the source is the sender).
+  if (!proto::is_rdma_cm_service_id(req.service_id) || req.private_data.size() < proto::CmaHdr::kSize)
+    return reject(proto::CmRejectReason::kInvalidServiceId);
+  const auto hdr = proto::read_cma_hdr(
+      std::span<const uint8_t, proto::CmaHdr::kSize>(req.private_data.data(), proto::CmaHdr::kSize));
+  if (!hdr) return reject(proto::CmRejectReason::kInvalidServiceId);
+  if (hdr->destination.gid != req.remote_gid || hdr->source.address.gid != req.local_gid)
+    return reject(proto::CmRejectReason::kInvalidGid);
+  const config::IpAddress local_ip = dataplane::ip_of_gid(req.remote_gid);
+  const auto port = port_for(adapter_.config(), local_ip, local_ip.is_v6);
+  if (!port) return reject(proto::CmRejectReason::kInvalidGid);
+  const uint16_t service_port = proto::rdma_cm_port(req.service_id);
+  ListenerImpl* listener = find_listener(local_ip, service_port);
+  // No listener (or a paused one): rejected at once, so the peer sees "refused" rather than a timeout.
+  if (listener == nullptr) return reject(proto::CmRejectReason::kInvalidServiceId);
+
+  auto* connector = new ConnectorImpl(adapter_, *listener, event, *port, SocketEndpoint{local_ip, service_port},
+                                      SocketEndpoint{dataplane::ip_of_gid(req.local_gid), hdr->source.port});
+  attach(event.id, connector);
+  adapter_.notifier().run([listener, connector] {
+    listener->deliver(connector);
+    listener->release();  // find_listener's reference
+  });
+}
+
+ListenerImpl* ConnectionManager::find_listener(const config::IpAddress& address, uint16_t port) {
+  const std::lock_guard lock(mutex_);
+  ListenerImpl* wildcard = nullptr;
+  for (const Binding& b : bindings_) {
+    if (b.listener == nullptr || b.endpoint.port != port || b.endpoint.ip.is_v6 != address.is_v6) continue;
+    if (same_address(b.endpoint.ip, address)) {
+      wildcard = b.listener;
+      break;
+    }
+    if (is_any_address(b.endpoint.ip)) wildcard = b.listener;
+  }
+  if (wildcard == nullptr || !wildcard->accepting()) return nullptr;
+  wildcard->retain();
+  return wildcard;
+}
+
+NTSTATUS ConnectionManager::bind(SocketEndpoint& endpoint, const void* owner, ListenerImpl* listener) {
+  const std::lock_guard lock(mutex_);
+  auto taken = [&](const SocketEndpoint& e) {
+    return std::any_of(bindings_.begin(), bindings_.end(),
+                       [&](const Binding& b) { return endpoints_overlap(b.endpoint, e); });
+  };
+  if (endpoint.port == 0) {
+    const auto start = static_cast<uint32_t>(random_() % kEphemeralCount);
+    for (uint32_t i = 0; i < kEphemeralCount; ++i) {
+      SocketEndpoint candidate = endpoint;
+      candidate.port = static_cast<uint16_t>(kEphemeralFirst + (start + i) % kEphemeralCount);
+      if (taken(candidate)) continue;
+      endpoint = candidate;
+      bindings_.push_back({endpoint, owner, listener});
+      return STATUS_SUCCESS;
+    }
+    return STATUS_TOO_MANY_ADDRESSES;
+  }
+  if (taken(endpoint)) return STATUS_ADDRESS_ALREADY_EXISTS;
+  bindings_.push_back({endpoint, owner, listener});
+  return STATUS_SUCCESS;
+}
+
+void ConnectionManager::unbind(const void* owner) {
+  const std::lock_guard lock(mutex_);
+  std::erase_if(bindings_, [&](const Binding& b) { return b.owner == owner; });
+}
+
+void ConnectionManager::attach(proto::CmId id, ConnectorImpl* connector) {
+  connector->retain();
+  connectors_[id] = connector;
+}
+
+void ConnectionManager::detach(proto::CmId id) {
+  const auto it = connectors_.find(id);
+  if (it == connectors_.end()) return;
+  ConnectorImpl* connector = it->second;
+  connectors_.erase(it);
+  connector->release();
+}
+
+void ConnectionManager::remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac) {
+  macs_[{port, gid}] = mac;
+}
+
+std::optional<proto::MacAddr> ConnectionManager::mac_for(dataplane::PortIndex port, const proto::Gid& gid) const {
+  const auto it = macs_.find({port, gid});
+  if (it == macs_.end()) return std::nullopt;
+  return it->second;
+}
+
+void ConnectionManager::send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
+                                 const proto::Gid& remote_gid) {
+  const config::IpAddress local = dataplane::ip_of_gid(local_gid);
+  const auto port = port_for(adapter_.config(), local, local.is_v6);
+  const auto mac = port ? mac_for(*port, remote_gid) : std::nullopt;
+  if (!port || !mac) {
+    ++mads_unsent_;  // a MAD to a peer we never heard from nor resolved: nothing to do; the CM retries if it must
+    return;
+  }
+  dataplane::GsiDatagram d;
+  d.port = *port;
+  d.local_gid = local_gid;
+  d.remote_gid = remote_gid;
+  d.remote_mac = *mac;
+  std::copy(mad.begin(), mad.end(), d.mad.begin());
+  if (!gsi_->send(d)) ++mads_unsent_;
+}
+
+// ------------------------------------------------------------------------------------------ listeners
+
+ListenerImpl::ListenerImpl(AdapterImpl& adapter, ConnectEventCallback callback, void* context)
+    : Listener(adapter.Version, NdkObjectTypeListener),
+      Lifetime(&adapter),
+      adapter_(adapter),
+      callback_(callback),
+      context_(context) {}
+
+NTSTATUS ListenerImpl::NdkListen(const sockaddr* address, uint32_t address_length, RequestCompletion, void*) {
+  std::optional<SocketEndpoint> endpoint = endpoint_of(address, address_length);
+  if (!endpoint) return STATUS_INVALID_PARAMETER;
+  if (!is_any_address(endpoint->ip) && !port_for(adapter_.config(), endpoint->ip, endpoint->ip.is_v6))
+    return STATUS_INVALID_ADDRESS;
+  const std::lock_guard lock(mutex_);
+  if (bound_) return STATUS_INVALID_DEVICE_REQUEST;  // already listening
+  const NTSTATUS status = adapter_.connections().bind(*endpoint, this, this);
+  if (status != STATUS_SUCCESS) return status;
+  bound_ = endpoint;
+  return STATUS_SUCCESS;  // listening from here on: the completion is never called
+}
+
+NTSTATUS ListenerImpl::NdkGetListenerLocalAddress(sockaddr* address, uint32_t* address_length) {
+  const std::lock_guard lock(mutex_);
+  if (!bound_) return STATUS_INVALID_DEVICE_REQUEST;
+  return write_endpoint(*bound_, address, address_length);
+}
+
+ListenerImpl::~ListenerImpl() { adapter_.connections().unbind(this); }
+
+NTSTATUS ListenerImpl::NdkCloseListener(CloseCompletion completion, void* request_context) {
+  // ndkpi.md §10.3: a listener refuses new connections as soon as its close is issued (accepting()). Connectors
+  // it handed out hold it, and its address stays bound until the last of them has closed too (§10.4).
+  return close(completion, request_context);
+}
+
+void ListenerImpl::deliver(ConnectorImpl* connector) {
+  if (closing()) {
+    (void)connector->NdkCloseConnector([](void*) {}, nullptr);  // rejects the request; never waits here
+    return;
+  }
+  callback_(context_, connector);
+}
+
+// ------------------------------------------------------------------------------------ shared endpoints
+
+SharedEndpointImpl::SharedEndpointImpl(AdapterImpl& adapter)
+    : SharedEndpoint(adapter.Version, NdkObjectTypeSharedEndpoint), Lifetime(&adapter), adapter_(adapter) {}
+
+SharedEndpointImpl::~SharedEndpointImpl() { adapter_.connections().unbind(this); }
+
+// Connectors that use the endpoint hold it: the close pends, and the address stays bound, until they close.
+NTSTATUS SharedEndpointImpl::NdkCloseSharedEndpoint(CloseCompletion completion, void* request_context) {
+  return close(completion, request_context);
+}
+
+}  // namespace uroce::ndk::detail
