@@ -229,10 +229,12 @@ class ConnectorImpl final : public Connector, public Lifetime {
   uint32_t inbound_read_limit_ = 0;  // ours, as negotiated
   uint32_t outbound_read_limit_ = 0;
   uint32_t path_mtu_ = 1024;
-  proto::Psn our_psn_{};
+  // First PSNs: ours on the wire, and the peer's. The CM's starting PSNs name the sender's receive PSN: a REQ's
+  // is the requester's, a REP's the replier's.
+  proto::Psn send_psn_{};
+  proto::Psn receive_psn_{};
   // The peer's, from its REQ or REP.
   proto::Qpn peer_qpn_{};
-  proto::Psn peer_psn_{};
   uint32_t peer_inbound_read_limit_ = 0;   // its responder resources
   uint32_t peer_outbound_read_limit_ = 0;  // its initiator depth
   std::vector<uint8_t> peer_private_data_;

@@ -36,7 +36,7 @@ ConnectorImpl::ConnectorImpl(AdapterImpl& adapter, ListenerImpl& listener, const
   peer_ = peer;
   peer_mac_ = cm_.mac_for(port, r.local_gid);
   peer_qpn_ = r.qpn;
-  peer_psn_ = r.starting_psn;
+  send_psn_ = r.starting_psn;  // the REQ's starting PSN is what the active side expects us to send first
   peer_inbound_read_limit_ = r.responder_resources;
   peer_outbound_read_limit_ = r.initiator_depth;
   path_mtu_ = std::min<uint32_t>(mtu_of_ib_code(r.path_mtu), adapter.config().rdma.path_mtu);
@@ -174,8 +174,10 @@ void ConnectorImpl::send_request() {
   p.local_gid = dataplane::gid_of(local_.ip);
   p.remote_gid = dataplane::gid_of(peer_.ip);
   p.qpn = proto::Qpn{qp_->UroceGetQpNumber()};
-  our_psn_ = cm_.random_psn();
-  p.starting_psn = our_psn_;
+  // A REQ's starting PSN is the one the requester expects to receive first; the REP's, the one it sends first
+  // (Linux cm.c: the active side's sq_psn is the REP's starting PSN, the passive side's the REQ's).
+  receive_psn_ = cm_.random_psn();
+  p.starting_psn = receive_psn_;
   p.responder_resources = static_cast<uint8_t>(inbound_read_limit_);
   p.initiator_depth = static_cast<uint8_t>(outbound_read_limit_);
   p.path_mtu = ib_mtu_code(path_mtu_);
@@ -216,7 +218,7 @@ NTSTATUS ConnectorImpl::NdkCompleteConnect(DisconnectEventCallback disconnect_ev
       const std::lock_guard relock(mutex_);
       peer = peer_for_transport();
       attrs = qp_->default_attributes();
-      attrs.send_psn = our_psn_;
+      attrs.send_psn = send_psn_;
       attrs.path_mtu = path_mtu_;
       attrs.max_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
       attrs.max_dest_rd_atomic = static_cast<uint8_t>(inbound_read_limit_);
@@ -263,14 +265,14 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
   const NdkAdapterInfo& info = adapter_.info();
   inbound_read_limit_ = std::min({inbound_read_limit, info.MaxInboundReadLimit, peer_outbound_read_limit_});
   outbound_read_limit_ = std::min({outbound_read_limit, info.MaxOutboundReadLimit, peer_inbound_read_limit_});
-  our_psn_ = proto::Psn{static_cast<uint32_t>(std::random_device{}())};
+  receive_psn_ = proto::Psn{static_cast<uint32_t>(std::random_device{}())};
   disconnect_event_ = disconnect_event;
   disconnect_event_context_ = disconnect_event_context;
   state_ = State::kAccepting;
   begin_request(completion, request_context);
   proto::CmReplyParams reply;
   reply.qpn = proto::Qpn{qp_impl->UroceGetQpNumber()};
-  reply.starting_psn = our_psn_;
+  reply.starting_psn = receive_psn_;  // what the active side sends with first
   reply.responder_resources = static_cast<uint8_t>(inbound_read_limit_);
   reply.initiator_depth = static_cast<uint8_t>(outbound_read_limit_);
   reply.private_data.assign(bytes(private_data), bytes(private_data) + private_data_length);
@@ -283,7 +285,7 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
       const std::lock_guard relock(mutex_);
       peer = peer_for_transport();
       attrs = qp_->default_attributes();
-      attrs.send_psn = our_psn_;
+      attrs.send_psn = send_psn_;
       attrs.path_mtu = path_mtu_;
       attrs.max_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
       attrs.max_dest_rd_atomic = static_cast<uint8_t>(inbound_read_limit_);
@@ -397,7 +399,7 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
       case proto::CmEventType::kReply:
         if (state_ != State::kConnecting) break;
         peer_qpn_ = e.reply.qpn;
-        peer_psn_ = e.reply.starting_psn;
+        send_psn_ = e.reply.starting_psn;
         peer_inbound_read_limit_ = e.reply.responder_resources;
         peer_outbound_read_limit_ = e.reply.initiator_depth;
         // Our READs in flight may not exceed what the peer accepts (its responder resources).
@@ -498,7 +500,7 @@ void ConnectorImpl::deliver_disconnect_event() {
 dataplane::RcPeer ConnectorImpl::peer_for_transport() const {
   dataplane::RcPeer peer;
   peer.qpn = peer_qpn_;
-  peer.psn = peer_psn_;
+  peer.psn = receive_psn_;
   peer.ip = peer_.ip;
   peer.mac = peer_mac_;
   peer.path_mtu = path_mtu_;

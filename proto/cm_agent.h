@@ -45,6 +45,8 @@ struct CmConnectParams {
   Gid local_gid{};   // the sender's
   Gid remote_gid{};  // the receiver's
   Qpn qpn{};         // the sender's RC QP
+  // The PSN the sender expects to receive first, so the receiver's first send PSN (Linux cm.c: the passive side's
+  // sq_psn is the REQ's starting PSN, the active side's the REP's). Verified against rxe on the wire.
   Psn starting_psn{};
   uint8_t responder_resources = 0;  // RDMA READ/atomic requests the sender accepts in flight
   uint8_t initiator_depth = 0;      // RDMA READ/atomic requests the sender issues in flight
@@ -67,7 +69,7 @@ struct CmConnectParams {
 // The fields of a REP: what accept() sends, and what a kReply event carries.
 struct CmReplyParams {
   Qpn qpn{};
-  Psn starting_psn{};
+  Psn starting_psn{};  // the PSN the replier expects to receive first: the active side's first send PSN
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
   uint8_t rnr_retry_count = 7;

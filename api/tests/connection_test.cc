@@ -138,6 +138,39 @@ TEST_F(ConnectionTest, ConnectAcceptTrafficAndGracefulDisconnect) {
   close(listener);
 }
 
+// rping's order: both sides post a receive before the connection exists, and the client SENDs as soon as it is
+// established; the server's receive completes.
+TEST_F(ConnectionTest, ReceivesPostedBeforeTheConnectionComplete) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ASSERT_EQ(a.receive(0, 16, 1), STATUS_SUCCESS);
+  ASSERT_EQ(b.receive(0, 16, 2), STATUS_SUCCESS);
+  ListenerEvents events;
+  Completion accepted;
+  events.on_connect = [&](Connector* incoming) {
+    EXPECT_EQ(incoming->NdkAccept(b.qp, 16, 16, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
+              STATUS_PENDING);
+  };
+  Listener* l = listen(events, with_port(b.ip(), kPort));
+  Connector* c = connector();
+  Completion connected, completed;
+  ASSERT_EQ(connect(c, a, b, kPort, "", connected), STATUS_PENDING);
+  ASSERT_TRUE(connected.wait());
+  ASSERT_EQ(connected.status.load(), STATUS_SUCCESS);
+  ASSERT_EQ(c->NdkCompleteConnect(nullptr, nullptr, &Completion::on_request, &completed), STATUS_PENDING);
+  ASSERT_TRUE(completed.wait());
+  ASSERT_EQ(a.send(64, 16, 3), STATUS_SUCCESS);
+  const auto got = b.result();
+  EXPECT_EQ(got.Status, STATUS_SUCCESS);
+  EXPECT_EQ(got.Type, NdkOperationTypeReceive);
+  EXPECT_EQ(got.BytesTransferred, 16u);
+  EXPECT_EQ(a.result().Type, NdkOperationTypeSend);
+  ASSERT_TRUE(accepted.wait());
+  close(c);
+  close(events.incoming.load());
+  close(l);
+}
+
 TEST_F(ConnectionTest, NoListenerIsRefusedAtOnce) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});

@@ -11,6 +11,8 @@ Per packet (hard errors, exit 1):
   ICRC recomputed over the masked headers (rocev2.md §3) and compared;
   RC segmentation: FIRST/MIDDLE carry exactly PMTU, LAST 1..PMTU, ONLY <= PMTU;
   opcode sequence per QP: FIRST (MIDDLE)* LAST, or ONLY; no FIRST/ONLY inside a message;
+  UD SEND_ONLY only as connection management: to QP 1 from QP 1 with the GSI Q_Key 0x80010000, one 256-byte MAD
+  of base version 1, the CM class (7) version 2, and a CM attribute (counted per direction: REQ, REP, RTU, ...);
   READ responses likewise (FIRST/MIDDLE exactly PMTU, LAST 1..PMTU, ONLY <= PMTU, in sequence).
 Per direction (reported; hard errors where stated):
   request PSNs consecutive, a repeated or earlier PSN is counted as a retransmission (a READ request
@@ -35,7 +37,12 @@ OPCODES = {
     0x0C: ("READ_REQUEST", 16), 0x0D: ("READ_RESP_FIRST", 4), 0x0E: ("READ_RESP_MIDDLE", 0),
     0x0F: ("READ_RESP_LAST", 4), 0x10: ("READ_RESP_ONLY", 4), 0x11: ("ACK", 4), 0x12: ("ATOMIC_ACK", 12),
     0x13: ("CMP_SWAP", 28), 0x14: ("FETCH_ADD", 28), 0x16: ("SEND_LAST_INV", 4), 0x17: ("SEND_ONLY_INV", 4),
+    0x64: ("UD_SEND_ONLY", 8),
 }
+UD_SEND_ONLY = 0x64
+GSI_QKEY = 0x80010000
+CM_ATTRIBUTES = {0x0001: "ClassPortInfo", 0x0010: "REQ", 0x0011: "MRA", 0x0012: "REJ", 0x0013: "REP", 0x0014: "RTU",
+                 0x0015: "DREQ", 0x0016: "DREP"}
 FIRST = {0x00, 0x06, 0x0D}
 MIDDLE = {0x01, 0x07, 0x0E}
 LAST = {0x02, 0x03, 0x08, 0x09, 0x0F, 0x16}
@@ -112,7 +119,7 @@ def main():
         "req_psns": set(), "replay_psn": None, "replay_msg": None, "acks": 0, "naks": Counter(), "rnr": 0, "last_msn": None, "missing_ackreq": 0,
         "ttl": set(), "sport": set(), "df": set(), "tos": set(), "credits": Counter(),
         "read_psns": set(), "next_resp_psn": None, "in_resp": None, "resp_len": 0, "resp_psns": [],
-        "resp_retrans": 0,
+        "resp_retrans": 0, "cm": Counter(),
     })
 
     def err(n, what):
@@ -207,6 +214,24 @@ def main():
             err(n, f"{name} PSN 0x{psn:06x}: ICRC {got:08x} on the wire, {want:08x} computed")
         d["ops"][name] += 1
         timeline.append([n, when, src, "other"])
+        if opcode == UD_SEND_ONLY:
+            qkey = int.from_bytes(seg[20:24], "big")
+            src_qp = int.from_bytes(seg[25:28], "big")
+            mad = bytes(body[:payload])
+            if dqp != 1 or src_qp != 1 or qkey != GSI_QKEY:
+                err(n, f"UD SEND from QP {src_qp} to QP {dqp} with Q_Key 0x{qkey:08x}: only the GSI QP's CM traffic "
+                       "is expected")
+            elif payload != 256:
+                err(n, f"GSI datagram of {payload} bytes, not one 256-byte MAD")
+            elif mad[0] != 1 or mad[1] != 7 or mad[2] != 2:
+                err(n, f"MAD base version {mad[0]}, class 0x{mad[1]:02x} version {mad[2]}: not the CM's (1, 7, 2)")
+            else:
+                attribute = struct.unpack("!H", mad[16:18])[0]
+                if attribute not in CM_ATTRIBUTES:
+                    err(n, f"CM MAD with attribute 0x{attribute:04x}")
+                else:
+                    d["cm"][CM_ATTRIBUTES[attribute]] += 1
+            continue
 
         if opcode in REQUEST:
             d["req_psns"].add(psn)
@@ -372,7 +397,8 @@ def main():
                 f"{' of ' + str(sorted(set(d['msgs']))) + ' bytes' if d['msgs'] else ''}; "
                 f"retransmitted {d['retrans'] + d['resp_retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
-                f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}")
+                f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}"
+                f"{'; CM ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm'].items())) if d['cm'] else ''}")
         print(line)
         if (src, dst) in finals:
             print(f"  {src} -> {dst}: {finals[(src, dst)]}")

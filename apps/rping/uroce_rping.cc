@@ -1,0 +1,479 @@
+// uroce-rping: rdma-core's rping (librdmacm/examples/rping.c) on uroce, built on the public API (api/ndk.h) only.
+// It connects through the connection manager (NdkConnect / NdkListen), so a Linux rping in either role is its
+// peer, and exercises SEND, RDMA READ and RDMA WRITE in rping's cycle:
+//
+//   client: SEND {start buffer address, R_Key, size}      server: RDMA READ the client's start buffer
+//           (waits for the server's "go ahead" SEND)             SEND "go ahead"
+//   client: SEND {its sink buffer address, R_Key, size}   server: RDMA WRITE the data back into the sink
+//           (waits for the second "go ahead")                     SEND "go ahead"
+//   client: with -V, the sink must equal the start buffer; with -v, prints "ping data: ..."
+//
+// Options as rping's: -s | -c, -a ADDR (the server's address; a server binds it, default any), -I ADDR (client
+// source), -p PORT (7174), -S SIZE (64; rping's range), -C COUNT (0: forever), -v, -V, -d; plus every tool's
+// configuration options (apps/common/tool_setup.h) and --timeout SECONDS for each wait (default 30). The info
+// message is rping's struct rping_rdma_info: big-endian u64 address, u32 R_Key, u32 size (16 bytes).
+//
+// Exit status 0 only if every ping completed and, with -V, every echo matched.
+#include <atomic>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <arpa/inet.h>
+#include <endian.h>
+#include <getopt.h>
+#include <netdb.h>
+
+#include "api/ndk.h"
+#include "apps/common/tool_setup.h"
+
+using namespace uroce;
+using namespace uroce::ndk;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kTool = "uroce-rping";
+constexpr int kMinSize = 27;         // rping's RPING_MIN_BUFSIZE: sizeof "2147483647" + sizeof "rdma-ping-%d: "
+constexpr int kMaxSize = 65535;      // RPING_BUFSIZE - 1
+constexpr uint32_t kInfoSize = 16;   // struct rping_rdma_info
+constexpr uint32_t kSendDepth = 16;  // RPING_SQ_DEPTH
+
+struct Options {
+  bool server = false;
+  bool client = false;
+  std::optional<std::string> address;  // -a
+  std::optional<std::string> source;   // -I
+  uint16_t port = 7174;
+  int size = 64;
+  int count = 0;
+  bool verbose = false;
+  bool validate = false;
+  bool debug = false;
+  int timeout_s = 30;
+  int connect_retries = 0;  // uroce's: retry a refused connect (a server still starting), 100 ms apart
+};
+
+void usage(FILE* out) {
+  std::fprintf(out,
+               "usage: uroce-rping -s [-vVd] [-S size] [-C count] [-a addr] [-p port] [config options]\n"
+               "       uroce-rping -c [-vVd] [-S size] [-C count] [-I addr] -a addr [-p port] [config options]\n"
+               "  -c / -s        client / server\n"
+               "  -a ADDR        server: the address to listen on (default: any); client: the server's\n"
+               "  -I ADDR        client: the source address (default: the port's)\n"
+               "  -p PORT        the RDMA CM port (default 7174)\n"
+               "  -S SIZE        ping data size, %d..%d (default 64)\n"
+               "  -C COUNT       pings (default 0: until interrupted)\n"
+               "  -v             print the ping data;  -V: validate it;  -d: debug output\n"
+               "  --timeout S    give up a wait after S seconds (default 30)\n"
+               "  --connect-retries N  client: try a refused connect N more times, 100 ms apart (default 0)\n"
+               "%s",
+               kMinSize, kMaxSize, apps::kConfigOptionsHelp);
+}
+
+std::optional<Options> parse(int argc, char** argv) {
+  Options o;
+  static const option long_options[] = {{"timeout", required_argument, nullptr, 't'},
+                                        {"connect-retries", required_argument, nullptr, 'r'},
+                                        {"help", no_argument, nullptr, 'h'},
+                                        {nullptr, 0, nullptr, 0}};
+  int c;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the command line is parsed once, at start-up, before any thread
+  while ((c = getopt_long(argc, argv, "a:I:p:S:C:scvVdh", long_options, nullptr)) != -1) {
+    std::optional<uint64_t> n;
+    switch (c) {
+      case 'a':
+        o.address = optarg;
+        break;
+      case 'I':
+        o.source = optarg;
+        break;
+      case 'p':
+        if (!(n = apps::parse_number(kTool, "-p", optarg, 1, 65535))) return std::nullopt;
+        o.port = static_cast<uint16_t>(*n);
+        break;
+      case 'S':
+        if (!(n = apps::parse_number(kTool, "-S", optarg, kMinSize, kMaxSize))) return std::nullopt;
+        o.size = static_cast<int>(*n);
+        break;
+      case 'C':
+        if (!(n = apps::parse_number(kTool, "-C", optarg, 0, INT32_MAX))) return std::nullopt;
+        o.count = static_cast<int>(*n);
+        break;
+      case 's':
+        o.server = true;
+        break;
+      case 'c':
+        o.client = true;
+        break;
+      case 'v':
+        o.verbose = true;
+        break;
+      case 'V':
+        o.validate = true;
+        break;
+      case 'd':
+        o.debug = true;
+        break;
+      case 't':
+        if (!(n = apps::parse_number(kTool, "--timeout", optarg, 1, 3600))) return std::nullopt;
+        o.timeout_s = static_cast<int>(*n);
+        break;
+      case 'r':
+        if (!(n = apps::parse_number(kTool, "--connect-retries", optarg, 0, 100000))) return std::nullopt;
+        o.connect_retries = static_cast<int>(*n);
+        break;
+      case 'h':
+        usage(stdout);
+        std::exit(0);  // NOLINT(concurrency-mt-unsafe): before any thread
+      default:
+        return std::nullopt;
+    }
+  }
+  if (optind != argc || o.server == o.client) {
+    std::fprintf(stderr, "%s: give exactly one of -s and -c, and no operands\n", kTool);
+    return std::nullopt;
+  }
+  if (o.client && !o.address) {
+    std::fprintf(stderr, "%s: a client needs the server's address (-a)\n", kTool);
+    return std::nullopt;
+  }
+  return o;
+}
+
+std::optional<sockaddr_storage> resolve(const std::string& text, uint16_t port) {
+  addrinfo hints{};
+  hints.ai_flags = AI_NUMERICHOST;
+  addrinfo* res = nullptr;
+  if (getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return std::nullopt;
+  sockaddr_storage s{};
+  std::memcpy(&s, res->ai_addr, res->ai_addrlen);
+  freeaddrinfo(res);
+  if (s.ss_family == AF_INET) {
+    reinterpret_cast<sockaddr_in*>(&s)->sin_port = htons(port);
+  } else {
+    reinterpret_cast<sockaddr_in6*>(&s)->sin6_port = htons(port);
+  }
+  return s;
+}
+
+uint32_t length_of(const sockaddr_storage& s) {
+  return s.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+std::string text(NTSTATUS s) { return NdkStatusName(s); }
+
+// The result of one asynchronous NDK request, waited for by polling.
+struct Request {
+  std::atomic<bool> done{false};
+  std::atomic<NTSTATUS> status{STATUS_PENDING};
+  static void complete(void* context, NTSTATUS s) {
+    auto& r = *static_cast<Request*>(context);
+    r.status.store(s);
+    r.done.store(true, std::memory_order_release);
+  }
+  // The final status of a call that may have returned STATUS_PENDING.
+  NTSTATUS wait(NTSTATUS returned, int timeout_s) {
+    if (returned != STATUS_PENDING) return returned;
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    while (!done.load(std::memory_order_acquire)) {
+      if (Clock::now() > deadline) return STATUS_IO_TIMEOUT;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    return status.load();
+  }
+};
+
+struct Incoming {
+  std::atomic<Connector*> connector{nullptr};
+  static void on_connect(void* context, Connector* c) {
+    auto& in = *static_cast<Incoming*>(context);
+    Connector* expected = nullptr;
+    if (!in.connector.compare_exchange_strong(expected, c)) (void)c->NdkReject(nullptr, 0);  // one at a time
+  }
+};
+
+// rping's control block: one QP, one CQ, and the four buffers in one registered region.
+class Ping {
+ public:
+  Ping(Adapter& adapter, const Options& o) : adapter_(adapter), o_(o) {}
+  ~Ping() { close(); }
+
+  std::string open() {
+    const auto size = static_cast<std::size_t>(o_.size);
+    memory_.assign(std::size_t{2} * kInfoSize + 2 * size, 0);
+    NTSTATUS s = adapter_.NdkCreateCq(4 * kSendDepth, nullptr, nullptr, nullptr, nullptr, nullptr, &cq_);
+    if (s == STATUS_SUCCESS) s = adapter_.NdkCreatePd(nullptr, nullptr, &pd_);
+    if (s == STATUS_SUCCESS) s = pd_->NdkCreateMr(false, nullptr, nullptr, &mr_);
+    if (s == STATUS_SUCCESS) {
+      s = mr_->NdkRegisterMr(memory_.data(), memory_.size(),
+                             NDK_MR_FLAG_ALLOW_REMOTE_READ | NDK_MR_FLAG_ALLOW_REMOTE_WRITE, nullptr, nullptr);
+    }
+    if (s == STATUS_SUCCESS) s = pd_->NdkCreateQp(cq_, cq_, this, 2, kSendDepth, 1, 1, 0, nullptr, nullptr, &qp_);
+    if (s != STATUS_SUCCESS) return "creating the QP and its resources failed: " + text(s);
+    return {};
+  }
+
+  void close() {
+    if (qp_ != nullptr) qp_->NdkCloseQp(nullptr, nullptr);
+    if (mr_ != nullptr) {
+      mr_->NdkDeregisterMr(nullptr, nullptr);
+      mr_->NdkCloseMr(nullptr, nullptr);
+    }
+    if (pd_ != nullptr) pd_->NdkClosePd(nullptr, nullptr);
+    if (cq_ != nullptr) cq_->NdkCloseCq(nullptr, nullptr);
+    qp_ = nullptr;
+    mr_ = nullptr;
+    pd_ = nullptr;
+    cq_ = nullptr;
+  }
+
+  Qp* qp() { return qp_; }
+  uint8_t* recv_buf() { return memory_.data(); }
+  uint8_t* send_buf() { return memory_.data() + kInfoSize; }
+  char* rdma_buf() { return reinterpret_cast<char*>(memory_.data() + std::size_t{2} * kInfoSize); }
+  char* start_buf() { return rdma_buf() + o_.size; }
+  uint32_t token() { return mr_->NdkGetLocalTokenFromMr(); }
+  std::atomic<bool> peer_disconnected{false};
+  static void on_disconnect(void* context) { static_cast<Ping*>(context)->peer_disconnected.store(true); }
+
+  bool post_receive() {
+    const NdkSge sge{recv_buf(), kInfoSize, token()};
+    return qp_->NdkReceive(nullptr, &sge, 1) == STATUS_SUCCESS;
+  }
+  // rping_format_send + post: the info for `buffer` (or, for the server's "go ahead", whatever is in send_buf).
+  bool send_info(const char* buffer) {
+    if (buffer != nullptr) {
+      const uint64_t address = htobe64(reinterpret_cast<uint64_t>(buffer));
+      const uint32_t rkey = htobe32(mr_->NdkGetRemoteTokenFromMr());
+      const uint32_t size = htobe32(static_cast<uint32_t>(o_.size));
+      std::memcpy(send_buf(), &address, 8);
+      std::memcpy(send_buf() + 8, &rkey, 4);
+      std::memcpy(send_buf() + 12, &size, 4);
+      if (o_.debug) std::printf("RDMA addr %" PRIx64 " rkey %x len %d\n", be64toh(address), be32toh(rkey), o_.size);
+    }
+    const NdkSge sge{send_buf(), kInfoSize, token()};
+    return qp_->NdkSend(nullptr, &sge, 1, 0) == STATUS_SUCCESS;
+  }
+  bool read(uint32_t length) {
+    const NdkSge sge{rdma_buf(), length, token()};
+    return qp_->NdkRead(nullptr, &sge, 1, remote_address_, remote_rkey_, 0) == STATUS_SUCCESS;
+  }
+  bool write(uint32_t length) {
+    const NdkSge sge{rdma_buf(), length, token()};
+    return qp_->NdkWrite(nullptr, &sge, 1, remote_address_, remote_rkey_, 0) == STATUS_SUCCESS;
+  }
+
+  // Waits for the next completion of `type`, consuming send completions on the way; a receive is parsed (as
+  // rping's server_recv / client_recv) and its buffer posted again. False on an error completion, on the peer's
+  // disconnect, or on timeout (`error` says which; empty for a disconnect).
+  bool wait_for(NdkOperationType type, std::string& error) {
+    const auto deadline = Clock::now() + std::chrono::seconds(o_.timeout_s);
+    for (;;) {
+      NdkResultEx r;
+      if (cq_->NdkGetCqResultsEx(&r, 1) == 1) {
+        if (r.Status != STATUS_SUCCESS) {
+          error = "cq completion failed status " + text(r.Status);
+          return false;
+        }
+        if (r.Type == NdkOperationTypeReceive) {
+          if (r.BytesTransferred != kInfoSize) {
+            error = "Received bogus data, size " + std::to_string(r.BytesTransferred);
+            return false;
+          }
+          uint64_t address;
+          uint32_t rkey, length;
+          std::memcpy(&address, recv_buf(), 8);
+          std::memcpy(&rkey, recv_buf() + 8, 4);
+          std::memcpy(&length, recv_buf() + 12, 4);
+          remote_address_ = be64toh(address);
+          remote_rkey_ = be32toh(rkey);
+          remote_length_ = be32toh(length);
+          if (o_.debug) {
+            std::printf("Received rkey %x addr %" PRIx64 " len %u from peer\n", remote_rkey_, remote_address_,
+                        remote_length_);
+          }
+          if (!post_receive()) {
+            error = "post recv error";
+            return false;
+          }
+        }
+        if (r.Type == type) return true;
+        continue;
+      }
+      if (peer_disconnected.load()) return false;
+      if (Clock::now() > deadline) {
+        error = "timed out after " + std::to_string(o_.timeout_s) + " s";
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  [[nodiscard]] uint32_t remote_length() const { return remote_length_; }
+
+ private:
+  Adapter& adapter_;
+  const Options& o_;
+  std::vector<uint8_t> memory_;
+  Cq* cq_ = nullptr;
+  Pd* pd_ = nullptr;
+  Mr* mr_ = nullptr;
+  Qp* qp_ = nullptr;
+  uint64_t remote_address_ = 0;
+  uint32_t remote_rkey_ = 0;
+  uint32_t remote_length_ = 0;
+};
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "%s: %s\n", kTool, what.c_str());
+  return 1;
+}
+
+// rping_test_server: until the client disconnects.
+int serve(Ping& ping, const Options& o) {
+  std::string error;
+  for (;;) {
+    if (!ping.wait_for(NdkOperationTypeReceive, error))  // the client's start buffer
+      return error.empty() ? 0 : fail("wait for RDMA_READ_ADV: " + error);
+    const uint32_t length = std::min<uint32_t>(ping.remote_length(), static_cast<uint32_t>(o.size));
+    if (!ping.read(length)) return fail("post send error (RDMA READ)");
+    if (!ping.wait_for(NdkOperationTypeRead, error)) return fail("wait for RDMA_READ_COMPLETE: " + error);
+    if (o.verbose) std::printf("server ping data: %.*s\n", static_cast<int>(length), ping.rdma_buf());
+    if (!ping.send_info(nullptr)) return fail("post send error (go ahead)");
+    if (!ping.wait_for(NdkOperationTypeReceive, error))  // the client's sink buffer
+      return fail("wait for RDMA_WRITE_ADV: " + (error.empty() ? std::string("disconnected") : error));
+    const auto echo = static_cast<uint32_t>(strnlen(ping.rdma_buf(), length) + 1);
+    if (!ping.write(std::min(echo, length))) return fail("post send error (RDMA WRITE)");
+    if (!ping.wait_for(NdkOperationTypeWrite, error)) return fail("wait for RDMA_WRITE_COMPLETE: " + error);
+    if (!ping.send_info(nullptr)) return fail("post send error (go ahead)");
+  }
+}
+
+// rping_test_client.
+int ping_server(Ping& ping, const Options& o) {
+  std::string error;
+  int start = 65;
+  for (int n = 0; o.count == 0 || n < o.count; ++n) {
+    char* buf = ping.start_buf();
+    int i = std::snprintf(buf, static_cast<std::size_t>(o.size), "rdma-ping-%d: ", n);
+    for (auto c = static_cast<unsigned char>(start); i < o.size; ++i) {
+      buf[i] = static_cast<char>(c);
+      if (++c > 122) c = 65;
+    }
+    if (++start > 122) start = 65;
+    buf[o.size - 1] = 0;
+    if (!ping.send_info(ping.start_buf())) return fail("post send error");
+    if (!ping.wait_for(NdkOperationTypeReceive, error)) return fail("wait for RDMA_WRITE_ADV: " + error);
+    if (!ping.send_info(ping.rdma_buf())) return fail("post send error");
+    if (!ping.wait_for(NdkOperationTypeReceive, error)) return fail("wait for RDMA_WRITE_COMPLETE: " + error);
+    if (o.validate && std::memcmp(ping.start_buf(), ping.rdma_buf(), static_cast<std::size_t>(o.size)) != 0)
+      return fail("data mismatch!");
+    if (o.verbose) std::printf("ping data: %s\n", ping.rdma_buf());
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
+  Ping ping(adapter, o);
+  if (const std::string error = ping.open(); !error.empty()) return fail(error);
+  if (!ping.post_receive()) return fail("ibv_post_recv failed");
+  if (o.client) {
+    const auto server = resolve(*o.address, o.port);
+    if (!server) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
+    sockaddr_storage source = apps::to_sockaddr(tc.config.ports[tc.port].addresses.front());
+    if (o.source) {
+      const auto s = resolve(*o.source, 0);
+      if (!s) return fail("invalid source address '" + *o.source + "'");
+      source = *s;
+    }
+    Connector* connector = nullptr;
+    NTSTATUS s = STATUS_PENDING;
+    for (int attempt = 0;; ++attempt) {
+      if (adapter.NdkCreateConnector(nullptr, nullptr, &connector) != STATUS_SUCCESS) return fail("no connector");
+      // rping's conn_param: responder_resources 1, initiator_depth 1.
+      Request connected;
+      s = connected.wait(connector->NdkConnect(ping.qp(), reinterpret_cast<const sockaddr*>(&source), length_of(source),
+                                               reinterpret_cast<const sockaddr*>(&*server), length_of(*server), 1, 1,
+                                               nullptr, 0, &Request::complete, &connected),
+                         o.timeout_s);
+      if (s != STATUS_CONNECTION_REFUSED || attempt >= o.connect_retries) break;
+      connector->NdkCloseConnector(nullptr, nullptr);  // a connector serves one connection attempt
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    Request completed;
+    if (s == STATUS_SUCCESS) {
+      s = completed.wait(connector->NdkCompleteConnect(&Ping::on_disconnect, &ping, &Request::complete, &completed),
+                         o.timeout_s);
+    }
+    int status = 0;
+    if (s != STATUS_SUCCESS) {
+      status = fail("connect error " + text(s));
+    } else {
+      if (o.debug) std::printf("rdma_connect successful\n");
+      status = ping_server(ping, o);
+      Request disconnected;
+      const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
+      if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+    }
+    connector->NdkCloseConnector(nullptr, nullptr);
+    return status;
+  }
+
+  const auto bind_address = resolve(o.address.value_or("0.0.0.0"), o.port);
+  if (!bind_address) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
+  Incoming incoming;
+  Listener* listener = nullptr;
+  if (adapter.NdkCreateListener(&Incoming::on_connect, &incoming, nullptr, nullptr, &listener) != STATUS_SUCCESS)
+    return fail("no listener");
+  const NTSTATUS l = listener->NdkListen(reinterpret_cast<const sockaddr*>(&*bind_address), length_of(*bind_address),
+                                         nullptr, nullptr);
+  if (l != STATUS_SUCCESS) {
+    listener->NdkCloseListener(nullptr, nullptr);
+    return fail("rdma_listen: " + text(l));
+  }
+  std::printf("%s: listening on port %u\n", kTool, o.port);
+  std::fflush(stdout);
+  while (incoming.connector.load() == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  Connector* connector = incoming.connector.load();
+  // rping accepts with the device's maximum limits; ours are clamped to what the client offers.
+  Request done;
+  const NTSTATUS s = done.wait(
+      connector->NdkAccept(ping.qp(), 16, 16, nullptr, 0, &Ping::on_disconnect, &ping, &Request::complete, &done),
+      o.timeout_s);
+  int status = s == STATUS_SUCCESS ? serve(ping, o) : fail("connect error " + text(s));
+  if (s == STATUS_SUCCESS) {
+    Request disconnected;
+    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
+    if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+  }
+  connector->NdkCloseConnector(nullptr, nullptr);
+  listener->NdkCloseListener(nullptr, nullptr);
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::optional<apps::ConfigOptions> config_options = apps::take_config_options(argc, argv, kTool);
+  if (!config_options) return 2;
+  const std::optional<Options> options = parse(argc, argv);
+  if (!options) {
+    usage(stderr);
+    return 2;
+  }
+  const std::optional<apps::ToolConfig> tool = apps::load_tool_config(*config_options, true, kTool);
+  if (!tool) return 2;
+  Adapter* adapter = nullptr;
+  if (const NTSTATUS s = NdkOpenAdapter(tool->config, kNdkVersion, &adapter); s != STATUS_SUCCESS)
+    return fail("NdkOpenAdapter: " + text(s));
+  const int status = run(*options, *tool, *adapter);
+  NdkCloseAdapter(adapter);
+  return status;
+}
