@@ -211,7 +211,8 @@ class ConnectorImpl final : public Connector, public Lifetime {
   void accept_on_cm_thread(const proto::CmReplyParams& reply);
   void fail(NTSTATUS status);  // CM thread: the connection is over before it was established
   void deliver_disconnect_event();
-  [[nodiscard]] dataplane::RcPeer peer_for_transport() const;
+  // Notifier: moves the QP to RTS towards the peer with what the CM negotiated.
+  NTSTATUS connect_qp();
 
   AdapterImpl& adapter_;
   ConnectionManager& cm_;

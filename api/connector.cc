@@ -212,18 +212,7 @@ NTSTATUS ConnectorImpl::NdkCompleteConnect(DisconnectEventCallback disconnect_ev
   begin_request(completion, request_context);
   retain();
   adapter_.notifier().run([this] {
-    dataplane::RcPeer peer;
-    proto::RcQpAttributes attrs;
-    {
-      const std::lock_guard relock(mutex_);
-      peer = peer_for_transport();
-      attrs = qp_->default_attributes();
-      attrs.send_psn = send_psn_;
-      attrs.path_mtu = path_mtu_;
-      attrs.max_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
-      attrs.max_dest_rd_atomic = static_cast<uint8_t>(inbound_read_limit_);
-    }
-    const NTSTATUS status = qp_->connect_transport(peer, attrs);
+    const NTSTATUS status = connect_qp();
     cm_.post([this, status] {
       bool completing = false;
       {
@@ -278,19 +267,7 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
   reply.private_data.assign(bytes(private_data), bytes(private_data) + private_data_length);
   retain();
   adapter_.notifier().run([this, reply = std::move(reply)]() mutable {
-    // The QP goes to RTS before the REP leaves: the peer may send as soon as it has the REP.
-    dataplane::RcPeer peer;
-    proto::RcQpAttributes attrs;
-    {
-      const std::lock_guard relock(mutex_);
-      peer = peer_for_transport();
-      attrs = qp_->default_attributes();
-      attrs.send_psn = send_psn_;
-      attrs.path_mtu = path_mtu_;
-      attrs.max_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
-      attrs.max_dest_rd_atomic = static_cast<uint8_t>(inbound_read_limit_);
-    }
-    const NTSTATUS status = qp_->connect_transport(peer, attrs);
+    const NTSTATUS status = connect_qp();  // RTS before the REP leaves: the peer may send once it has the REP
     cm_.post([this, status, reply = std::move(reply)] {
       if (status == STATUS_SUCCESS) {
         accept_on_cm_thread(reply);
@@ -497,16 +474,24 @@ void ConnectorImpl::deliver_disconnect_event() {
   });
 }
 
-dataplane::RcPeer ConnectorImpl::peer_for_transport() const {
+NTSTATUS ConnectorImpl::connect_qp() {
   dataplane::RcPeer peer;
-  peer.qpn = peer_qpn_;
-  peer.psn = receive_psn_;
-  peer.ip = peer_.ip;
-  peer.mac = peer_mac_;
-  peer.path_mtu = path_mtu_;
-  peer.max_dest_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
-  peer.local_port = port_;
-  return peer;
+  proto::RcQpAttributes attrs = qp_->default_attributes();
+  {
+    const std::lock_guard lock(mutex_);
+    peer.qpn = peer_qpn_;
+    peer.psn = receive_psn_;
+    peer.ip = peer_.ip;
+    peer.mac = peer_mac_;
+    peer.path_mtu = path_mtu_;
+    peer.max_dest_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
+    peer.local_port = port_;
+    attrs.send_psn = send_psn_;
+    attrs.path_mtu = path_mtu_;
+    attrs.max_rd_atomic = static_cast<uint8_t>(outbound_read_limit_);
+    attrs.max_dest_rd_atomic = static_cast<uint8_t>(inbound_read_limit_);
+  }
+  return qp_->connect_transport(peer, attrs);  // ARP and the engines' mailboxes: outside the lock
 }
 
 // -------------------------------------------------------------------------------------------- queries

@@ -299,6 +299,7 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
     t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps));
     t->qp_slots_.emplace_back(max_qps, false);
+    t->qpn_time_wait_.emplace_back();
     t->qp_slots_.back()[0] = true;              // QPN 0 is never used
     if (e == 0) t->qp_slots_.back()[1] = true;  // QPN 1 is the GSI QP (connection management)
     const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
@@ -325,13 +326,23 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   const uint32_t sq = setup.send_queue->capacity();
   if (sq == 0 || (sq & (sq - 1)) != 0) return Status::error("send queue capacity must be a power of two");
   std::lock_guard lock(mutex_);
-  // The first free slot from a random one on (so the QPN is not predictable), wrapping around.
   auto& slots = qp_slots_[engine];
+  auto& waiting = qpn_time_wait_[engine];
+  for (const auto now = std::chrono::steady_clock::now(); !waiting.empty() && waiting.front().first <= now;) {
+    slots[waiting.front().second] = false;
+    waiting.pop_front();
+  }
+  // The first free slot from a random one on (so the QPN is not predictable), wrapping around.
   const auto start = slots.begin() + static_cast<std::ptrdiff_t>(random_() % slots.size());
   auto free = std::find(start, slots.end(), false);
   if (free == slots.end()) {
     free = std::find(slots.begin(), start, false);
-    if (free == start) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+    if (free == start) free = slots.end();
+  }
+  if (free == slots.end()) {
+    if (waiting.empty()) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+    free = slots.begin() + waiting.front().second;  // the longest in time-wait
+    waiting.pop_front();
   }
   *free = true;
   const proto::Qpn qpn = make_qpn(engine, static_cast<uint32_t>(free - slots.begin()));
@@ -416,7 +427,7 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
     engines_[e]->forget(*qp);
   });
   if (!s.ok()) return s;
-  qp_slots_[e][local_index_of(qp->qpn())] = false;
+  qpn_time_wait_[e].emplace_back(std::chrono::steady_clock::now() + kQpnTimeWait, local_index_of(qp->qpn()));
   qps_.erase(it);
   return Status{};
 }

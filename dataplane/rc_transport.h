@@ -19,6 +19,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -223,6 +224,12 @@ class RcTransport {
   MemoryTable memory_;
   std::vector<std::unique_ptr<EngineTransport>> engines_;
   std::vector<std::vector<bool>> qp_slots_;  // [engine][local index] in use (control path, under mutex_)
+  // A destroyed QP's number waits out a time-wait before it serves again: its peer's CM may still hold the old
+  // connection and would take a new one from that QPN for a stale one (IBTA 12.9.8.3.1; Linux's CM rejects it
+  // with "stale connection" for seconds). [engine]: (when it may serve again, local index), oldest first; a
+  // quarantined number is taken early only when no other is free. Under mutex_.
+  static constexpr std::chrono::seconds kQpnTimeWait{3};
+  std::vector<std::deque<std::pair<std::chrono::steady_clock::time_point, uint32_t>>> qpn_time_wait_;
   std::vector<std::unique_ptr<RcQueuePair>> qps_;
   std::vector<uint32_t> free_memory_slots_;
   uint32_t next_memory_slot_ = 1;

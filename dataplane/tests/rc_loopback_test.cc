@@ -89,6 +89,33 @@ INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcLoopback, ::testing::ValuesIn(size_cas
   return "mtu" + std::to_string(i.param.mtu) + "_size" + std::to_string(i.param.size);
 });
 
+// A destroyed QP's number is not handed out again during its time-wait (a peer's CM would call the new connection
+// stale), unless no other number is free: then the longest-waiting one serves.
+TEST(RcLoopbackOps, ADestroyedQpnWaitsOutItsTimeWait) {
+  config::Config c = loopback_config();
+  c.engine.max_qps_per_engine = 8;  // engine 1: local indexes 1..7 (0 is never used)
+  RcWorld world(c);
+  ASSERT_TRUE(world.ok()) << world.error();
+  auto first = std::make_unique<Player>(world.transport(), 1, kPortB, 1);
+  ASSERT_TRUE(first->error.empty()) << first->error;
+  const proto::Qpn old = first->qp()->qpn();
+  first->release();  // destroys the QP
+  std::vector<std::unique_ptr<Player>> others;
+  for (int i = 0; i < 6; ++i) {
+    others.push_back(std::make_unique<Player>(world.transport(), 1, kPortB, 1));
+    ASSERT_TRUE(others.back()->error.empty()) << others.back()->error;
+    EXPECT_NE(others.back()->qp()->qpn(), old) << "reused during its time-wait while others were free";
+  }
+  auto last = std::make_unique<Player>(world.transport(), 1, kPortB, 1);
+  ASSERT_TRUE(last->error.empty()) << last->error;
+  EXPECT_EQ(last->qp()->qpn(), old) << "with every other number taken, the waiting one serves";
+  auto none = std::make_unique<Player>(world.transport(), 1, kPortB, 1);
+  EXPECT_FALSE(none->error.empty()) << "an engine with every number in use has none to give";
+  for (auto& p : others) p->release();
+  last->release();
+  none->release();
+}
+
 TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
   RcWorld world(loopback_config());
   ASSERT_TRUE(world.ok()) << world.error();

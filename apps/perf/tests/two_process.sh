@@ -30,7 +30,7 @@ for c in "${cases[@]}"; do
   client_dev="net_memif0,role=client,id=0,socket=$sock,socket-abstract=no,bsize=8192"
   slog=$(mktemp /tmp/uroce-perf-server.XXXXXX)
   # shellcheck disable=SC2086
-  timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
+  timeout 120 "$perf" $c --verify --timeout 60 --set rdma.ack_timeout=18 -p "$port" \
     --config "$project/config/examples/memif-two-process-server.yaml" --device "$server_dev" \
     --lcores "$first_cpu" --set "eal.file_prefix=uroce-perf-s-$$" >"$slog" 2>&1 &
   server=$!
@@ -39,7 +39,7 @@ for c in "${cases[@]}"; do
   for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
   client_status=0
   # shellcheck disable=SC2086
-  timeout 120 "$perf" $c --verify --timeout 60 -p "$port" \
+  timeout 120 "$perf" $c --verify --timeout 60 --set rdma.ack_timeout=18 -p "$port" \
     --config "$project/config/examples/memif-two-process-client.yaml" --device "$client_dev" \
     --lcores "$last_cpu" --set "eal.file_prefix=uroce-perf-c-$$" 127.0.0.1 ||
     client_status=$?

@@ -15,6 +15,10 @@ cleanup() {
 }
 trap cleanup EXIT
 failures=0
+# ACK timeout 18 (1.07 s) x 8 tries rather than ibv_rc_pingpong's 14 (67 ms): a peer process starved of its CPU
+# for half a second (ASan on a loaded 2-CPU machine: seen) must not fail the case; the timeout paths have their own
+# tests (loopback fault injection, the soak).
+ack_timeout="--ack-timeout 18"
 # A TCP port of its own per run, so a concurrent run of this test on the machine can't answer.
 tcp_port=$((20000 + $$ % 20000))
 # The examples put the server's engine on CPU 0 and the client's on CPU 1; use the first and the last CPU this
@@ -29,7 +33,7 @@ run() {
   # shellcheck disable=SC2086 # the option strings are word lists
   "$PINGPONG" --config "$CONFIGS/memif-two-process-server.yaml" --set "eal.file_prefix=pp-s-$$-$name" --lcores "$first_cpu" \
     --device "net_memif0,role=server,id=0,socket=$socket,socket-abstract=no,bsize=8192" \
-    --bind 127.0.0.1 -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 300 $server_opts \
+    --bind 127.0.0.1 -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 300 $ack_timeout $server_opts \
     >"$WORK/$name.server.log" 2>&1 &
   server_pid=$!
   # The server's adapter waits for the memif link, so start the client once the memif socket exists; the
@@ -38,7 +42,7 @@ run() {
   # shellcheck disable=SC2086
   timeout 90 "$PINGPONG" --config "$CONFIGS/memif-two-process-client.yaml" --set "eal.file_prefix=pp-c-$$-$name" --lcores "$last_cpu" \
     --device "net_memif0,role=client,id=0,socket=$socket,socket-abstract=no,bsize=8192" \
-    -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 600 $client_opts 127.0.0.1 \
+    -p "$tcp_port" -m "$pmtu" -s "$size" -n "$iters" --timeout 30 --linger 600 $ack_timeout $client_opts 127.0.0.1 \
     >"$WORK/$name.client.log" 2>&1 || crc=$?
   wait "$server_pid" || src=$?
   server_pid=""
