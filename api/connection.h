@@ -70,9 +70,6 @@ class ConnectionManager final : public proto::CmEnv {
   uint32_t random32() override { return static_cast<uint32_t>(random_()); }
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
-  [[nodiscard]] const dataplane::GsiChannel& gsi() const noexcept { return *gsi_; }
-  // Posted and run on the CM thread, then returns: for tests and counters.
-  void wait_idle();
 
  private:
   explicit ConnectionManager(AdapterImpl& adapter);

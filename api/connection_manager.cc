@@ -71,12 +71,6 @@ void ConnectionManager::post(std::function<void()> work) {
   wake_.notify_one();
 }
 
-void ConnectionManager::wait_idle() {
-  std::atomic<bool> done{false};
-  post([&] { done.store(true, std::memory_order_release); });
-  while (!done.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(200));
-}
-
 void ConnectionManager::run() {
   for (;;) {
     if (step()) continue;
