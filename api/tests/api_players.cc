@@ -158,6 +158,9 @@ Adapter* ApiTest::shared_adapter = nullptr;
 config::Config api_test_config() {
   config::Config c = dataplane::testing::loopback_config();
   for (auto& p : c.ports) p.mtu = 4200;  // every PMTU up to 4096 fits (MTU >= PMTU + 80)
+  // ~1 s before a retry (4.096 us * 2^18), 7 retries: an engine starved for seconds on a loaded 2-CPU machine
+  // (the ASan suite beside the fuzzers) must not exhaust a QP's retries and flush its work (STYLE.md 17).
+  c.rdma.ack_timeout = 18;
   return c;
 }
 

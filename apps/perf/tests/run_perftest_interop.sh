@@ -14,7 +14,7 @@
 # both tools' exit status.
 #
 # Environment (besides harness.sh's RXE_PEER_TOOLS, INTEROP_OUT, INTEROP_KEEP_HARNESS):
-#   INTEROP_PMTUS        path MTUs (default "1024 4096"; 4096 restarts the guest with RXE_PEER_MTU=4200)
+#   INTEROP_PMTUS        path MTUs (default "1024 4096"; harness_for sets the guest's NIC MTU for each)
 #   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat")
 #   INTEROP_SIZE         message size (default 5001: several packets at PMTU 1024 and 4096, and a padded LAST)
 #   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)

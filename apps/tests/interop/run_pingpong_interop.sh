@@ -10,7 +10,7 @@
 # Needs root, and the rxe-peer harness (shared/tools/rxe-peer; built with its build.sh, which this script runs if
 # needed: idempotent, about 5 min the first time). Environment, besides harness.sh's:
 #   INTEROP_ITERS       ping-pong iterations per case (default 200)
-#   INTEROP_PMTUS       path MTUs to test (default "1024 4096"; 4096 restarts the guest with RXE_PEER_MTU=4200)
+#   INTEROP_PMTUS       path MTUs to test (default "1024 4096"; harness_for sets the guest's NIC MTU for each)
 #   INTEROP_EXTRA=0     skip the recovery cases (RNR NAKs, injected loss/duplication/reordering)
 #   INTEROP_CASES       only the cases whose name matches this extended regex (e.g. 'server-.*-faults')
 #   INTEROP_REPEAT      run each selected case this many times (default 1; for chasing rare failures)
