@@ -80,12 +80,70 @@ uint32_t mtu_enum_of_bytes(uint32_t bytes) {
 
 uint32_t mtu_bytes_of_enum(uint32_t value) { return value >= 1 && value <= 5 ? 128u << value : 0; }
 
+namespace {
+void put_be32(uint8_t* at, uint32_t v) {
+  v = htobe32(v);
+  std::memcpy(at, &v, 4);
+}
+uint32_t get_be32(const uint8_t* at) {
+  uint32_t v;
+  std::memcpy(&v, at, 4);
+  return be32toh(v);
+}
+// Where struct pingpong_dest's fields sit (x86-64 and every LP64 ABI: vaddr aligned to 8).
+enum BinaryKeyOffset : std::size_t {
+  kLid = 0,
+  kOutReads = 4,
+  kQpn = 8,
+  kPsn = 12,
+  kRkey = 16,
+  kVaddr = 24,
+  kGid = 32,
+  kSrqn = 48,
+  kGidIndex = 52
+};
+}  // namespace
+
+BinaryKey format_binary_key(const PerftestDest& d) {
+  BinaryKey k{};
+  put_be32(&k[kLid], d.lid);
+  put_be32(&k[kOutReads], d.out_reads);
+  put_be32(&k[kQpn], d.qpn & 0xFFFFFF);
+  put_be32(&k[kPsn], d.psn & 0xFFFFFF);
+  put_be32(&k[kRkey], d.rkey);
+  const uint64_t vaddr = htobe64(d.vaddr);
+  std::memcpy(&k[kVaddr], &vaddr, 8);
+  std::memcpy(&k[kGid], d.gid.data(), 16);
+  put_be32(&k[kSrqn], d.srqn);
+  put_be32(&k[kGidIndex], 0);  // perftest's reader ignores it (it keeps its own)
+  return k;
+}
+
+PerftestDest parse_binary_key(const BinaryKey& k) {
+  PerftestDest d;
+  d.lid = static_cast<uint16_t>(get_be32(&k[kLid]));
+  d.out_reads = static_cast<uint16_t>(get_be32(&k[kOutReads]));
+  d.qpn = get_be32(&k[kQpn]) & 0xFFFFFF;
+  d.psn = get_be32(&k[kPsn]) & 0xFFFFFF;
+  d.rkey = get_be32(&k[kRkey]);
+  uint64_t vaddr;
+  std::memcpy(&vaddr, &k[kVaddr], 8);
+  d.vaddr = be64toh(vaddr);
+  std::memcpy(d.gid.data(), &k[kGid], 16);
+  d.srqn = get_be32(&k[kSrqn]);
+  return d;
+}
+
 bool PerftestSession::exchange(const void* mine, void* theirs, std::size_t n) {
   const Clock::time_point deadline =
       timeout_ == Clock::duration::zero() ? Clock::time_point::max() : Clock::now() + timeout_;
-  const bool ok = client_ ? stream_.write_all(mine, n) && stream_.read_exact(theirs, n, deadline)
-                          : stream_.read_exact(theirs, n, deadline) && stream_.write_all(mine, n);
-  if (!ok) error_ = "the out-of-band exchange with the peer failed (it closed, or did not answer in time)";
+  const bool ok = client_ ? transport_->send(mine, n) && transport_->receive(theirs, n, deadline)
+                          : transport_->receive(theirs, n, deadline) && transport_->send(mine, n);
+  if (!ok) {
+    error_ = transport_->failure().empty()
+                 ? "the out-of-band exchange with the peer failed (it closed, or did not answer in time)"
+                 : "the out-of-band exchange with the peer failed: " + transport_->failure();
+  }
   return ok;
 }
 
@@ -123,6 +181,13 @@ bool PerftestSession::exchange_mtu(uint32_t& mtu_bytes) {
 }
 
 bool PerftestSession::hand_shake(const PerftestDest& mine, PerftestDest& theirs) {
+  if (transport_->binary_keys()) {
+    const BinaryKey out = format_binary_key(mine);
+    BinaryKey in{};
+    if (!exchange(out.data(), in.data(), in.size())) return false;
+    theirs = parse_binary_key(in);  // every bit pattern is a value: nothing to reject
+    return true;
+  }
   const KeyMessage out = format_key_message(mine);
   KeyMessage in{};
   if (!exchange(out.data(), in.data(), in.size())) return false;
@@ -157,8 +222,9 @@ bool PerftestSession::close_connection(const PerftestDest& mine) {
   if (!hand_shake(mine, theirs)) return false;
   // Nobody reads "done", and the peer may already have closed: its fate does not matter. The stream stays open
   // for the end of two uroce processes (apps/common/peer_shutdown.h); perftest has closed its end by then.
+  // perftest sends it over TCP only.
   static constexpr char kDone[] = "done";
-  (void)stream_.write_all(kDone, sizeof kDone);
+  if (!transport_->binary_keys()) (void)transport_->send(kDone, sizeof kDone);
   return true;
 }
 

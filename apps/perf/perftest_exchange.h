@@ -6,7 +6,8 @@
 // perftest does), the cycle-buffer and cache-line sizes (4-byte big-endian each; both keep the larger), the MTU
 // as a 2-byte ASCII enum (both keep the smaller), then a 108-byte key message per QP, sent again as a barrier
 // wherever the test needs one (how often depends on the test: see uroce_perf.cc), the bandwidth reports (five
-// big-endian 8-byte fields) and "done".
+// big-endian 8-byte fields) and "done". Over TCP by default; with -R over an RDMA connection that perftest makes
+// through rdma_cm, where each step is one SEND and the key message is binary (perftest_rdma_cm.h).
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -60,11 +62,51 @@ struct BwReport {
 
 inline constexpr const char* kPerftestVersion = "6.06";  // the exchange we speak is perftest 6.06's
 
+// The binary key message perftest sends over an RDMA exchange (-R): its struct pingpong_dest, each integer
+// big-endian: LID, OUT, QPN, PSN, RKEY (4 bytes each), 4 bytes of padding, VADDR (8), the GID (16), SRQN and the
+// GID index (4 each).
+inline constexpr std::size_t kBinaryKeySize = 56;
+using BinaryKey = std::array<uint8_t, kBinaryKeySize>;
+[[nodiscard]] BinaryKey format_binary_key(const PerftestDest& dest);
+[[nodiscard]] PerftestDest parse_binary_key(const BinaryKey& key);
+
+// What carries the exchange: perftest's TCP stream, or (with -R) an RDMA connection of its own.
+class ExchangeTransport {
+ public:
+  virtual ~ExchangeTransport() = default;
+  [[nodiscard]] virtual bool send(const void* data, std::size_t n) = 0;
+  // Exactly n bytes, by `deadline`.
+  [[nodiscard]] virtual bool receive(void* data, std::size_t n, Clock::time_point deadline) = 0;
+  // Key messages in binary (struct pingpong_dest) rather than perftest's text.
+  [[nodiscard]] virtual bool binary_keys() const = 0;
+  // Why the last send or receive failed, when the transport knows more than that it did.
+  [[nodiscard]] const std::string& failure() const { return failure_; }
+  // The TCP stream, for stop_polling_with_peer(); none over RDMA.
+  [[nodiscard]] virtual const TcpStream* stream() const { return nullptr; }
+
+ protected:
+  std::string failure_;
+};
+
+class TcpExchange final : public ExchangeTransport {
+ public:
+  explicit TcpExchange(TcpStream stream) : stream_(std::move(stream)) {}
+  bool send(const void* data, std::size_t n) override { return stream_.write_all(data, n); }
+  bool receive(void* data, std::size_t n, Clock::time_point deadline) override {
+    return stream_.read_exact(data, n, deadline);
+  }
+  [[nodiscard]] bool binary_keys() const override { return false; }
+  [[nodiscard]] const TcpStream* stream() const override { return &stream_; }
+
+ private:
+  TcpStream stream_;
+};
+
 class PerftestSession {
  public:
   // timeout: how long one exchange step may wait for the peer; zero waits forever (as perftest does).
-  PerftestSession(TcpStream stream, bool client, Clock::duration timeout)
-      : stream_(std::move(stream)), client_(client), timeout_(timeout) {}
+  PerftestSession(std::unique_ptr<ExchangeTransport> transport, bool client, Clock::duration timeout)
+      : transport_(std::move(transport)), client_(client), timeout_(timeout) {}
 
   // One symmetric step: the client writes `mine` then reads `theirs`, the server the other way round.
   [[nodiscard]] bool exchange(const void* mine, void* theirs, std::size_t n);
@@ -76,15 +118,15 @@ class PerftestSession {
   [[nodiscard]] bool exchange_mtu(uint32_t& mtu_bytes);
   [[nodiscard]] bool hand_shake(const PerftestDest& mine, PerftestDest& theirs);
   [[nodiscard]] bool exchange_bw_reports(const BwReport& mine, BwReport& theirs);
-  // perftest's ctx_close_connection: a last hand shake, then "done" (which nobody reads). The stream stays open
-  // until the session ends, for stop_polling_with_peer().
+  // perftest's ctx_close_connection: a last hand shake, then over TCP "done" (which nobody reads). The stream
+  // stays open until the session ends, for stop_polling_with_peer().
   [[nodiscard]] bool close_connection(const PerftestDest& mine);
-  [[nodiscard]] const TcpStream& stream() const { return stream_; }
+  [[nodiscard]] const ExchangeTransport& transport() const { return *transport_; }
 
   [[nodiscard]] const std::string& error() const { return error_; }
 
  private:
-  TcpStream stream_;
+  std::unique_ptr<ExchangeTransport> transport_;
   bool client_;
   Clock::duration timeout_;
   std::string error_;

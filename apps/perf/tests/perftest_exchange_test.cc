@@ -1,4 +1,5 @@
-// perftest's key message and MTU enum, as ib_*_bw writes and reads them (rocev2.md §8.2).
+// perftest's key message (text over TCP, binary over -R) and MTU enum, as ib_*_bw writes and reads them
+// (rocev2.md §8.2).
 #include "apps/perf/perftest_exchange.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +51,19 @@ TEST(PerftestKeyMessage, RefusesWhatPerftestWouldNotSend) {
   KeyMessage unterminated;
   unterminated.fill('0');
   EXPECT_FALSE(parse_key_message(unterminated));
+}
+
+// Over -R, perftest sends its struct pingpong_dest with each integer in network order (rdma_write_keys).
+TEST(PerftestBinaryKey, IsStructPingpongDestBigEndian) {
+  const BinaryKey k = format_binary_key(sample());
+  const BinaryKey expected = {
+      0, 0, 0,    0,    0,    0,    0,    0x80, 0, 0, 0,    0x11, 0,   0xA3, 0xC2, 0xF1,  // lid, out_reads, qpn, psn
+      0, 0, 2,    0x52, 0,    0,    0,    0,                                              // rkey, padding
+      0, 0, 0x55, 0xB2, 0xDB, 0x13, 0xB0, 0,                                              // vaddr
+      0, 0, 0,    0,    0,    0,    0,    0,    0, 0, 0xFF, 0xFF, 198, 18,   0,    2,     // gid
+      0, 0, 0,    0,    0,    0,    0,    0};                                             // srqn, gid_index
+  EXPECT_EQ(k, expected);
+  EXPECT_EQ(parse_binary_key(k), sample());
 }
 
 TEST(PerftestMtu, EnumIsIbvMtu) {
