@@ -16,6 +16,9 @@
 # Environment (besides harness.sh's RXE_PEER_TOOLS, INTEROP_OUT, INTEROP_KEEP_HARNESS):
 #   INTEROP_PMTUS        path MTUs (default "1024 4096"; harness_for sets the guest's NIC MTU for each)
 #   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat")
+#   INTEROP_RDMA_CM_TESTS  which of them also run with -R, connected through rdma_cm (default "write_bw read_bw
+#                        send_lat"); the capture check then counts the test connection's traffic (the CM's second
+#                        connection; the first carries perftest's exchange)
 #   INTEROP_SIZE         message size (default 5001: several packets at PMTU 1024 and 4096, and a padded LAST)
 #   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)
 #   INTEROP_LAT_ITERS    iterations of the latency tests (default 100)
@@ -34,6 +37,7 @@ harness_require
 
 PMTUS=${INTEROP_PMTUS:-1024 4096}
 TESTS=${INTEROP_TESTS:-send_bw write_bw read_bw write_lat read_lat send_lat}
+RDMA_CM_TESTS=${INTEROP_RDMA_CM_TESTS-write_bw read_bw send_lat}
 SIZE=${INTEROP_SIZE:-5001}
 BW_ITERS=${INTEROP_BW_ITERS:-200}
 LAT_ITERS=${INTEROP_LAT_ITERS:-100}
@@ -45,12 +49,17 @@ guest_kill() {
 
 # One attempt at a case: the perftest test (send_bw, ...), uroce's role (server|client), the path MTU, the case's
 # name. Sets urc, grc and crc (uroce's and the guest's exit status, the capture check's).
+# run_attempt TEST ROLE PMTU NAME [-R]
 run_attempt() {
-  local test=$1 role=$2 pmtu=$3 name=$4
+  local test=$1 role=$2 pmtu=$3 name=$4 cm=${5:-}
   local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log" glog="$OUT/$name.guest.log"
   local iters=$BW_ITERS
   [[ $test == *_lat ]] && iters=$LAT_ITERS
-  local args="-s $SIZE -n $iters -m $pmtu"
+  local args="-s $SIZE -n $iters -m $pmtu${cm:+ $cm}"
+  # With -R the guest's client reaches uroce's CM at uroce's own address; without it, the TCP exchange runs to
+  # the namespace's kernel.
+  local server_address=$HOST_TCP
+  [ -n "$cm" ] && server_address=$UROCE_IP
   local guest_cmd="ib_$test -d rxe0 -x \$RXE_GID_INDEX $args"
   # uroce's ACK timeout is 18 (1.07 s; perftest's -u, local to each side): with 14 (67 ms) x 8 tries, a TCG
   # guest's stalls (over 2 s seen on a busy 2-core host) exhaust uroce's retries, and rxe, which treats
@@ -62,11 +71,11 @@ run_attempt() {
   "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
     { log "capture.sh start failed"; crc=1; return; }
   if [ "$role" = server ]; then
-    printf 'uroce (server): %s\nguest (client): %s %s\n' "${uroce_cmd[*]}" "$guest_cmd" "$HOST_TCP" >"$OUT/$name.cmd"
+    printf 'uroce (server): %s\nguest (client): %s %s\n' "${uroce_cmd[*]}" "$guest_cmd" "$server_address" >"$OUT/$name.cmd"
     "${uroce_cmd[@]}" >"$ulog" 2>&1 &
     uroce_pid=$!
     wait_for_output "$ulog" 'Waiting for client' "$uroce_pid" 300
-    "$TOOLS/exec.sh" g1 --timeout 240 "$guest_cmd $HOST_TCP" >"$glog" 2>&1 || grc=$?
+    "$TOOLS/exec.sh" g1 --timeout 240 "$guest_cmd $server_address" >"$glog" 2>&1 || grc=$?
     wait "$uroce_pid" || urc=$?
     uroce_pid=""
   else
@@ -87,7 +96,9 @@ run_attempt() {
   if [ "$role" = server ] || [ "$test" != read_lat ]; then "${has_result[@]}" "$glog" || { [ "$grc" = 0 ] && grc=98; }; fi
   local one_way=(--one-way)
   [[ $test == write_lat || $test == send_lat ]] && one_way=()
-  check_capture "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" || crc=1
+  local connection=()
+  [ -n "$cm" ] && connection=(--cm-connection 2)
+  check_capture "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" "${connection[@]}" || crc=1
 }
 
 # Two failures belong to the guest, not to the transport, and end an attempt that the case then runs again (its
@@ -118,13 +129,14 @@ guest_failure() {
   fi
 }
 
+# run_case TEST ROLE PMTU [-R]
 run_case() {
-  local test=$1 role=$2 pmtu=$3
-  local name="$test-uroce-$role-m$pmtu" attempt notes=""
+  local test=$1 role=$2 pmtu=$3 cm=${4:-}
+  local name="$test${cm}-uroce-$role-m$pmtu" attempt notes=""
   local urc grc crc
   for ((attempt = 1; attempt <= ${INTEROP_ATTEMPTS:-3}; attempt++)); do
     log "case $name${notes:+ (attempt $attempt)}"
-    run_attempt "$test" "$role" "$pmtu" "$name"
+    run_attempt "$test" "$role" "$pmtu" "$name" "$cm"
     { [ "$urc" = 0 ] && [ "$grc" = 0 ] && [ "$crc" = 0 ]; } && break
     [ "$attempt" -lt "${INTEROP_ATTEMPTS:-3}" ] || break
     local what
@@ -146,8 +158,8 @@ run_case() {
   fi
   local retrans
   retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')
-  summary+=("$(printf '%-4s %-9s uroce %-6s PMTU %4s: uroce %s, ib_%s %s, capture %s (%s RoCE packets, retransmitted %s)%s' \
-    "$verdict" "$test" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
+  summary+=("$(printf '%-4s %-11s uroce %-6s PMTU %4s: uroce %s, ib_%s %s, capture %s (%s RoCE packets, retransmitted %s)%s' \
+    "$verdict" "$test$cm" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
     "$(grep -o '[0-9]* RoCE packets' "$OUT/$name.check.log" | awk '{print $1}')" "${retrans:-?}" "$CHECK_NOTES$notes")")
   log "  ${summary[-1]}"
 }
@@ -162,6 +174,11 @@ for pmtu in $PMTUS; do
   for test in $TESTS; do
     for role in server client; do
       run_case "$test" "$role" "$pmtu"
+    done
+  done
+  for test in $RDMA_CM_TESTS; do
+    for role in server client; do
+      run_case "$test" "$role" "$pmtu" -R
     done
   done
 done

@@ -2,7 +2,7 @@
 """Checks the RoCEv2 (IPv4) packets of a pcap taken during an RC ping-pong or a perftest run,
 independently of tshark and of either implementation: every field a receiver validates, recomputed.
 
-usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--one-way] [--quiet]
+usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--one-way] [--cm-connection K] [--quiet]
 
 Per packet (hard errors, exit 1):
   IPv4 header: version/IHL 0x45, header checksum, total length = 20 + UDP length, frame holds it;
@@ -108,8 +108,16 @@ def main():
     ap.add_argument("--size", type=int, default=0, help="expected SEND message size")
     ap.add_argument("--iters", type=int, default=0, help="expected messages per direction")
     ap.add_argument("--one-way", action="store_true", help="messages flow in one direction only (bandwidth tests)")
+    ap.add_argument("--cm-connection", type=int, default=0,
+                    help="count only the RC traffic of the K-th connection the CM made (its QPNs from its REQ and "
+                         "REP); every packet is still checked on its own")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
+    # --cm-connection: the REQs' local communication IDs in order of first appearance, and the QPNs of the chosen
+    # connection (its REQ's local QPN, then its REP's).
+    req_ids = []
+    selected_qpns = set() if a.cm_connection else None
+    other_connections = 0
 
     errors = []
     roce = 0
@@ -231,6 +239,18 @@ def main():
                     err(n, f"CM MAD with attribute 0x{attribute:04x}")
                 else:
                     d["cm"][CM_ATTRIBUTES[attribute]] += 1
+                    if a.cm_connection and CM_ATTRIBUTES[attribute] == "REQ":
+                        comm_id = mad[24:28]
+                        if comm_id not in req_ids:
+                            req_ids.append(comm_id)
+                            if len(req_ids) == a.cm_connection:
+                                selected_qpns.add(int.from_bytes(mad[56:59], "big"))
+                    elif (a.cm_connection and CM_ATTRIBUTES[attribute] == "REP" and
+                          len(req_ids) >= a.cm_connection and mad[28:32] == req_ids[a.cm_connection - 1]):
+                        selected_qpns.add(int.from_bytes(mad[36:39], "big"))
+            continue
+        if selected_qpns is not None and dqp not in selected_qpns:
+            other_connections += 1
             continue
 
         if opcode in REQUEST:
@@ -391,6 +411,12 @@ def main():
 
     ok = not errors
     print(f"{a.pcap}: {roce} RoCE packets, other: {dict(other) or 'none'}")
+    if a.cm_connection:
+        print(f"  counted: the RC traffic of CM connection {a.cm_connection} (QPNs "
+              f"{', '.join(f'0x{q:06x}' for q in sorted(selected_qpns)) or 'none'}); "
+              f"{other_connections} packets of other connections checked on their own only")
+        if len(selected_qpns) != 2:
+            errors.append(f"CM connection {a.cm_connection} was not made (REQ and REP not both seen)")
     for (src, dst), d in sorted(dirs.items()):
         ops = ", ".join(f"{k} {v}" for k, v in sorted(d["ops"].items()))
         line = (f"  {src} -> {dst}: {ops}; messages {len(d['msgs'])}"
