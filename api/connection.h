@@ -54,12 +54,23 @@ class ConnectionManager final : public proto::CmEnv {
   NTSTATUS bind(SocketEndpoint& endpoint, const void* owner, ListenerImpl* listener = nullptr);
   void unbind(const void* owner);
 
+  // Any thread but the CM's: what connection management holds, counted on the CM thread (the agent's connections)
+  // and under the mutex (bound endpoints).
+  struct Usage {
+    uint32_t cm_ids = 0;
+    uint32_t bound_endpoints = 0;
+  };
+  [[nodiscard]] Usage usage();
+
   // CM thread only.
   [[nodiscard]] proto::CmAgent& agent() noexcept { return *agent_; }
   [[nodiscard]] uint64_t now_ms() const noexcept;
   // `connector` receives the events of `id` (and is retained) until detach().
   void attach(proto::CmId id, ConnectorImpl* connector);
   void detach(proto::CmId id);
+  // CM thread only. A passive side whose REP is out: once `qp` has taken a request from the peer, the connection
+  // counts as established even if the RTU never comes (the agent's notify_established).
+  void await_first_request(proto::CmId id, const dataplane::RcQueuePair* qp) { awaiting_first_request_[id] = qp; }
   void remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac);
   [[nodiscard]] std::optional<proto::MacAddr> mac_for(dataplane::PortIndex port, const proto::Gid& gid) const;
   [[nodiscard]] proto::Psn random_psn() { return proto::Psn{static_cast<uint32_t>(random_())}; }
@@ -99,6 +110,7 @@ class ConnectionManager final : public proto::CmEnv {
 
   // CM thread only.
   std::unordered_map<proto::CmId, ConnectorImpl*> connectors_;
+  std::unordered_map<proto::CmId, const dataplane::RcQueuePair*> awaiting_first_request_;
   std::map<std::pair<dataplane::PortIndex, proto::Gid>, proto::MacAddr> macs_;
   std::mt19937_64 random_;
   uint64_t mads_unsent_ = 0;  // no MAC known for the destination, or the GSI ring was full
@@ -127,6 +139,7 @@ class ListenerImpl final : public Listener, public Lifetime {
   std::mutex mutex_;
   std::optional<SocketEndpoint> bound_;
   std::atomic<bool> paused_{false};
+  LiveObject live_{adapter_, NdkObjectTypeListener};
 };
 
 class SharedEndpointImpl final : public SharedEndpoint, public Lifetime {
@@ -145,6 +158,7 @@ class SharedEndpointImpl final : public SharedEndpoint, public Lifetime {
  private:
   AdapterImpl& adapter_;
   SocketEndpoint endpoint_;  // bound by NdkCreateSharedEndpoint
+  LiveObject live_{adapter_, NdkObjectTypeSharedEndpoint};
 };
 
 class ConnectorImpl final : public Connector, public Lifetime {
@@ -244,6 +258,7 @@ class ConnectorImpl final : public Connector, public Lifetime {
   void* disconnect_event_context_ = nullptr;
   bool peer_disconnected_ = false;
   bool disconnect_delivered_ = false;
+  LiveObject live_{adapter_, NdkObjectTypeConnector};
 };
 
 }  // namespace uroce::ndk::detail

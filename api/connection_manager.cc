@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <future>
 
 #include "api/connection.h"
 
@@ -105,6 +106,16 @@ bool ConnectionManager::step() {
     agent_->on_mad(d.mad, d.remote_gid, d.local_gid, now);
   }
   busy |= n > 0;
+  // Before the timers, which would send the REP again: a peer already sending on the QP has the REP, and its RTU
+  // was lost. The agent's kEstablished event then completes the accept as the RTU would have.
+  for (auto it = awaiting_first_request_.begin(); it != awaiting_first_request_.end();) {
+    if (it->second->peer_request_seen()) {
+      (void)agent_->notify_established(it->first);
+      it = awaiting_first_request_.erase(it);
+    } else {
+      ++it;
+    }
+  }
   agent_->on_timer(now);
   // Handling an event may call the agent again (reject, accept): repeat until nothing new comes out.
   for (std::vector<proto::CmEvent> events = agent_->take_events(); !events.empty(); events = agent_->take_events()) {
@@ -116,6 +127,7 @@ bool ConnectionManager::step() {
 
 void ConnectionManager::dispatch(const proto::CmEvent& event) {
   if (event.type == proto::CmEventType::kRequest) return on_request(event);
+  awaiting_first_request_.erase(event.id);  // whatever came (RTU, REJ, timeout), the REP is answered
   const auto it = connectors_.find(event.id);
   if (it == connectors_.end()) return;  // its connector has closed
   ConnectorImpl* connector = it->second;
@@ -197,12 +209,25 @@ void ConnectionManager::unbind(const void* owner) {
   std::erase_if(bindings_, [&](const Binding& b) { return b.owner == owner; });
 }
 
+ConnectionManager::Usage ConnectionManager::usage() {
+  // The agent belongs to the CM thread: ask it there, after the work queued before us.
+  std::promise<uint32_t> cm_ids;
+  std::future<uint32_t> answer = cm_ids.get_future();
+  post([this, &cm_ids] { cm_ids.set_value(static_cast<uint32_t>(agent_->connections())); });
+  Usage u;
+  u.cm_ids = answer.get();
+  const std::lock_guard lock(mutex_);
+  u.bound_endpoints = static_cast<uint32_t>(bindings_.size());
+  return u;
+}
+
 void ConnectionManager::attach(proto::CmId id, ConnectorImpl* connector) {
   connector->retain();
   connectors_[id] = connector;
 }
 
 void ConnectionManager::detach(proto::CmId id) {
+  awaiting_first_request_.erase(id);
   const auto it = connectors_.find(id);
   if (it == connectors_.end()) return;
   ConnectorImpl* connector = it->second;

@@ -291,7 +291,9 @@ void ConnectorImpl::accept_on_cm_thread(const proto::CmReplyParams& reply) {
   if (cm_.agent().accept(*cm_id_, reply, cm_.now_ms()) != proto::CmCallStatus::kOk) {
     state_ = State::kDone;
     cm_.post([this] { finish_request(STATUS_CONNECTION_ABORTED); });
+    return;
   }
+  cm_.await_first_request(*cm_id_, qp_->transport_qp());
 }
 
 NTSTATUS ConnectorImpl::NdkReject(const void* private_data, uint32_t private_data_length) {

@@ -36,6 +36,12 @@ void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedP
   auto& qp = *static_cast<RcQueuePair*>(self);
   qp.ctx_ = &ctx;
   qp.qp_.on_packet(packet);
+  if (!qp.peer_request_seen_.load(std::memory_order_relaxed)) [[unlikely]] {
+    // The responder counts only the requests it took (in sequence, on a connected path, with valid keys).
+    const proto::RcCounters& c = qp.qp_.counters();
+    if (c.rx_send_requests + c.rx_write_requests + c.rx_read_requests + c.rx_atomic_requests != 0)
+      qp.peer_request_seen_.store(true, std::memory_order_relaxed);
+  }
   ctx.free_after_burst(mbuf);  // payload was copied into registered memory: nothing keeps the mbuf
   // ACKs, responses and newly allowed sends go out from poll(), after the whole RX
   // burst, so one ACK covers every packet of the burst (coalescing).
@@ -430,6 +436,12 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
   qpn_time_wait_[e].emplace_back(std::chrono::steady_clock::now() + kQpnTimeWait, local_index_of(qp->qpn()));
   qps_.erase(it);
   return Status{};
+}
+
+RcTransport::Usage RcTransport::usage() {
+  std::lock_guard lock(mutex_);
+  // Slot 0 is never handed out; every other slot below next_memory_slot_ is in use unless it is on the free list.
+  return {static_cast<uint32_t>(qps_.size()), static_cast<uint32_t>(next_memory_slot_ - 1 - free_memory_slots_.size())};
 }
 
 // A free slot with the next key byte: a token that no earlier registration of the

@@ -99,6 +99,9 @@ class RcQueuePair final : public proto::RcEnv {
   // posted, and everything posted later, completes flushed. Lock-free; takes effect on the
   // engine's next poll of the QP (the caller rings the doorbell).
   void request_flush() noexcept { flush_requested_.store(true, std::memory_order_release); }
+  // Any thread: true once the responder has taken a request from the peer. The CM's passive side counts that as
+  // the connection established when the RTU was lost (IBTA 12.6.10, "communication established").
+  [[nodiscard]] bool peer_request_seen() const noexcept { return peer_request_seen_.load(std::memory_order_relaxed); }
   // After publishing a receive: true once the engine has seen the QP fail (error state, or
   // flushed before connect). Such a receive completes flushed only if the engine polls the
   // QP again, so the poster rings the doorbell. The receive-post / failure handshake
@@ -148,7 +151,8 @@ class RcQueuePair final : public proto::RcEnv {
   bool flushed_before_connect_ = false;  // engine only
   std::atomic<bool> doorbell_pending_{false};
   std::atomic<bool> flush_requested_{false};
-  std::atomic<uint8_t> failed_{0};  // see failed_after_receive_post()
+  std::atomic<bool> peer_request_seen_{false};  // written by the engine once; a hint, so relaxed
+  std::atomic<uint8_t> failed_{0};              // see failed_after_receive_post()
 };
 
 class EngineTransport {
@@ -215,6 +219,14 @@ class RcTransport {
 
   [[nodiscard]] Dataplane& dataplane() noexcept { return dataplane_; }
   [[nodiscard]] EngineTransport& engine(EngineId e) noexcept { return *engines_[e]; }
+
+  // Control path: the QPs that exist (created, not yet destroyed) and the memory-table slots in use (registered
+  // regions, reserved fast-register regions and windows).
+  struct Usage {
+    uint32_t qps = 0;
+    uint32_t memory_slots = 0;
+  };
+  [[nodiscard]] Usage usage();
 
  private:
   std::optional<uint32_t> new_token_locked();

@@ -252,6 +252,28 @@ TEST_F(CmScenario, LostRequestReplyAndRtuAreRetransmitted) {
   EXPECT_EQ(server.counters().rx_duplicate_req, 1u);
 }
 
+// IBTA 12.6.10: a passive side that sees the first packet on its QP before the RTU counts the connection as
+// established; it sends no more REPs, and the late RTU changes nothing.
+TEST_F(CmScenario, TheFirstPacketBeforeALostRtuEstablishesThePassiveSide) {
+  const auto client_id = client.connect(request(), now);
+  deliver_all();
+  const auto req = server.take_events();
+  ASSERT_THAT(types(req), ElementsAre(CmEventType::kRequest));
+  EXPECT_EQ(server.notify_established(req[0].id), CmCallStatus::kInvalidState) << "no REP sent yet";
+  ASSERT_EQ(server.accept(req[0].id, reply(), now), CmCallStatus::kOk);
+  deliver_all();
+  ASSERT_THAT(types(client.take_events()), ElementsAre(CmEventType::kReply));
+  ASSERT_EQ(client.establish(*client_id), CmCallStatus::kOk);
+  deliver_all([](const SentMad& m) { return m.attribute() == CmAttribute::kRtu; });
+  EXPECT_EQ(server.notify_established(req[0].id), CmCallStatus::kOk);
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kEstablished));
+  EXPECT_EQ(server.next_deadline_ms(), UINT64_MAX) << "no REP retransmission left";
+  advance(60'000);
+  EXPECT_TRUE(server_env.sent.empty());
+  EXPECT_EQ(server.notify_established(req[0].id), CmCallStatus::kOk) << "idempotent";
+  EXPECT_TRUE(server.take_events().empty());
+}
+
 TEST_F(CmScenario, DuplicateRequestWhileTheServerDecidesGetsAnMraThatHoldsTheClientsTimer) {
   ASSERT_TRUE(client.connect(request(), now));
   const uint64_t request_tid = client_env.sent.front().tid();
