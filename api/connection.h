@@ -68,6 +68,9 @@ class ConnectionManager final : public proto::CmEnv {
   // `connector` receives the events of `id` (and is retained) until detach().
   void attach(proto::CmId id, ConnectorImpl* connector);
   void detach(proto::CmId id);
+  // Any thread: the CM agent's counters (as of its last step), the live CM IDs, MADs that could not be sent, and
+  // the GSI QP's counters. Also /uroce/cm in DPDK telemetry.
+  [[nodiscard]] std::vector<std::pair<std::string, uint64_t>> counter_values() const;
   // CM thread only. A passive side whose REP is out: once `qp` has taken a request from the peer, the connection
   // counts as established even if the RTU never comes (the agent's notify_established).
   void await_first_request(proto::CmId id, const dataplane::RcQueuePair* qp) { awaiting_first_request_[id] = qp; }
@@ -114,6 +117,12 @@ class ConnectionManager final : public proto::CmEnv {
   std::map<std::pair<dataplane::PortIndex, proto::Gid>, proto::MacAddr> macs_;
   std::mt19937_64 random_;
   uint64_t mads_unsent_ = 0;  // no MAC known for the destination, or the GSI ring was full
+
+  // What counter_values() reports of the CM thread's state, copied at the end of each step.
+  mutable std::mutex snapshot_mutex_;
+  proto::CmCounters agent_counters_;
+  uint64_t live_cm_ids_ = 0;
+  uint64_t mads_unsent_snapshot_ = 0;
 };
 
 class ListenerImpl final : public Listener, public Lifetime {

@@ -5,6 +5,7 @@
 #include <future>
 
 #include "api/connection.h"
+#include "dataplane/telemetry.h"
 
 namespace uroce::ndk::detail {
 
@@ -44,10 +45,12 @@ std::unique_ptr<ConnectionManager> ConnectionManager::start(AdapterImpl& adapter
   params.local_ca_guid = adapter.dataplane().port_count() > 0 ? ca_guid_of(adapter.dataplane().port(0).mac) : 0;
   cm->agent_ = std::make_unique<proto::CmAgent>(params, cm.get());
   cm->thread_ = std::thread([m = cm.get()] { m->run(); });
+  dataplane::publish_cm_counters(cm.get(), [m = cm.get()] { return m->counter_values(); });
   return cm;
 }
 
 ConnectionManager::~ConnectionManager() {
+  dataplane::withdraw_cm_counters(this);
   {
     const std::lock_guard lock(mutex_);
     stopping_ = true;
@@ -121,6 +124,12 @@ bool ConnectionManager::step() {
   for (std::vector<proto::CmEvent> events = agent_->take_events(); !events.empty(); events = agent_->take_events()) {
     busy = true;
     for (const proto::CmEvent& e : events) dispatch(e);
+  }
+  {
+    const std::lock_guard lock(snapshot_mutex_);
+    agent_counters_ = agent_->counters();
+    live_cm_ids_ = connectors_.size();
+    mads_unsent_snapshot_ = mads_unsent_;
   }
   return busy;
 }
@@ -233,6 +242,29 @@ void ConnectionManager::detach(proto::CmId id) {
   ConnectorImpl* connector = it->second;
   connectors_.erase(it);
   connector->release();
+}
+
+std::vector<std::pair<std::string, uint64_t>> ConnectionManager::counter_values() const {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  {
+    const std::lock_guard lock(snapshot_mutex_);
+    const proto::CmCounters& c = agent_counters_;
+    v = {{"cm_rx_mads", c.rx_mads},
+         {"cm_tx_mads", c.tx_mads},
+         {"cm_retransmits", c.retransmits},
+         {"cm_rx_malformed", c.rx_malformed},
+         {"cm_rx_unsupported", c.rx_unsupported},
+         {"cm_rx_unmatched", c.rx_unmatched},
+         {"cm_rx_wrong_state", c.rx_wrong_state},
+         {"cm_rx_duplicate_req", c.rx_duplicate_req},
+         {"cm_rx_dreq_wrong_qpn", c.rx_dreq_wrong_qpn},
+         {"cm_req_rejected", c.req_rejected},
+         {"cm_timeouts", c.timeouts},
+         {"cm_live_ids", live_cm_ids_},
+         {"cm_mads_unsent", mads_unsent_snapshot_}};
+  }
+  for (auto& value : gsi_->counter_values()) v.push_back(std::move(value));
+  return v;
 }
 
 void ConnectionManager::remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac) {

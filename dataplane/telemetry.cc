@@ -18,6 +18,8 @@ namespace {
 // torn down while a callback reads its counters. Control path only; engines never touch it.
 std::mutex g_mutex;
 const Dataplane* g_dataplane = nullptr;
+const void* g_cm_owner = nullptr;
+CounterSource g_cm_counters;
 
 std::optional<unsigned> parse_index(const char* params) {
   if (params == nullptr) return std::nullopt;
@@ -38,14 +40,37 @@ Status register_telemetry_commands() {
   if (rte_telemetry_register_cmd("/uroce/engine", telemetry_engine_command,
                                  "Counters of one uroce engine. Parameter: engine id") != 0 ||
       rte_telemetry_register_cmd("/uroce/port", telemetry_port_command,
-                                 "Counters of one uroce port, summed over engines. Parameter: port index") != 0)
-    return Status::error("rte_telemetry_register_cmd failed for /uroce/engine or /uroce/port");
+                                 "Counters of one uroce port, summed over engines. Parameter: port index") != 0 ||
+      rte_telemetry_register_cmd("/uroce/cm", telemetry_cm_command,
+                                 "Counters of the uroce connection manager and its GSI QP. No parameter") != 0)
+    return Status::error("rte_telemetry_register_cmd failed for /uroce/engine, /uroce/port or /uroce/cm");
   return {};
 }
 
 void publish_to_telemetry(const Dataplane* dataplane) {
   const std::lock_guard lock(g_mutex);
   g_dataplane = dataplane;
+}
+
+void publish_cm_counters(const void* owner, CounterSource source) {
+  const std::lock_guard lock(g_mutex);
+  g_cm_owner = owner;
+  g_cm_counters = std::move(source);
+}
+
+void withdraw_cm_counters(const void* owner) {
+  const std::lock_guard lock(g_mutex);
+  if (g_cm_owner != owner) return;
+  g_cm_owner = nullptr;
+  g_cm_counters = nullptr;
+}
+
+int telemetry_cm_command(const char*, const char*, rte_tel_data* data) {
+  const std::lock_guard lock(g_mutex);  // the source's owner withdraws under it before it goes
+  if (!g_cm_counters) return -ENODEV;
+  rte_tel_data_start_dict(data);
+  add_counters(data, g_cm_counters());
+  return 0;
 }
 
 int telemetry_engine_command(const char*, const char* params, rte_tel_data* data) {

@@ -1,8 +1,15 @@
 // DPDK telemetry commands for the dataplane's counters:
 //   /uroce/engine,<id>   every counter of engine <id> (counters.h names), plus its lcore
 //   /uroce/port,<index>  a port's packet and byte counters summed over engines, plus its name
+//   /uroce/cm            the connection manager's counters (the CM agent's and the GSI QP's), when one runs
 // Query with `dpdk-telemetry.py -f <file-prefix>` (the socket lives in /var/run/dpdk/<prefix>/).
 #pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "dataplane/status.h"
 
@@ -19,9 +26,17 @@ class Dataplane;
 // under a mutex, so withdraw before the engines are destroyed.
 void publish_to_telemetry(const Dataplane* dataplane);
 
+// Counters kept outside the Dataplane, as (name, value); called on the telemetry thread.
+using CounterSource = std::function<std::vector<std::pair<std::string, uint64_t>>()>;
+// The connection manager's counters for /uroce/cm (the newest publisher wins); withdrawing names the owner, so
+// a second adapter's going does not withdraw the first one's.
+void publish_cm_counters(const void* owner, CounterSource source);
+void withdraw_cm_counters(const void* owner);
+
 // The command callbacks (telemetry_cb), callable directly by tests. They return -EINVAL for a bad parameter
 // and -ENODEV when no Dataplane is running.
 int telemetry_engine_command(const char* command, const char* params, rte_tel_data* data);
 int telemetry_port_command(const char* command, const char* params, rte_tel_data* data);
+int telemetry_cm_command(const char* command, const char* params, rte_tel_data* data);
 
 }  // namespace uroce::dataplane

@@ -2,9 +2,14 @@
 // parameter returns a status, never crashes, and never leaves a completion behind.
 #include <array>
 #include <limits>
+#include <map>
 #include <string_view>
 
+#include <rte_telemetry.h>
+
+#include "api/connection.h"
 #include "api/tests/api_players.h"
+#include "dataplane/telemetry.h"
 
 namespace uroce::ndk::testing {
 namespace {
@@ -39,6 +44,41 @@ TEST(AdapterOpen, RefusesAConfigurationWithoutEngines) {
 }
 
 class AdapterTest : public ApiTest {};
+
+// The connection manager's counters (also /uroce/cm in DPDK telemetry) count what really crossed the GSI QP: a
+// REQ to a port nobody listens on, and the REJ that answers it.
+TEST_F(AdapterTest, TheConnectionManagerCountsItsMads) {
+  auto counters = [&] {
+    const auto values = static_cast<detail::AdapterImpl&>(adapter()).connections().counter_values();
+    return std::map<std::string, uint64_t>(values.begin(), values.end());
+  };
+  rte_tel_data* data = rte_tel_data_alloc();
+  EXPECT_EQ(dataplane::telemetry_cm_command("/uroce/cm", nullptr, data), 0);
+  rte_tel_data_free(data);
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  const auto before = counters();
+  Connector* connector = nullptr;
+  ASSERT_EQ(adapter().NdkCreateConnector(nullptr, nullptr, &connector), STATUS_SUCCESS);
+  sockaddr_in source = a.ip(), destination = b.ip();
+  source.sin_port = 0;
+  destination.sin_port = htons(9);  // nobody listens
+  Completion refused;
+  ASSERT_EQ(connector->NdkConnect(a.qp, reinterpret_cast<const sockaddr*>(&source), sizeof source,
+                                  reinterpret_cast<const sockaddr*>(&destination), sizeof destination, 0, 0, nullptr, 0,
+                                  &Completion::on_request, &refused),
+            STATUS_PENDING);
+  ASSERT_TRUE(refused.wait());
+  EXPECT_EQ(refused.status.load(), STATUS_CONNECTION_REFUSED);
+  EXPECT_EQ(connector->NdkCloseConnector(nullptr, nullptr), STATUS_SUCCESS);
+  // The snapshot follows the CM thread's step that handled the REJ.
+  ASSERT_TRUE(eventually([&] { return counters()["cm_rx_mads"] >= before.at("cm_rx_mads") + 2; }));
+  const auto after = counters();
+  EXPECT_GE(after.at("cm_tx_mads"), before.at("cm_tx_mads") + 2);  // the REQ and the REJ
+  EXPECT_GE(after.at("gsi_tx_mads"), before.at("gsi_tx_mads") + 2);
+  EXPECT_GE(after.at("gsi_rx_mads"), before.at("gsi_rx_mads") + 2);
+  EXPECT_EQ(after.at("cm_rx_malformed"), before.at("cm_rx_malformed"));
+}
 
 TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {
   uint32_t size = 4;

@@ -1,4 +1,4 @@
-// /uroce/engine and /uroce/port: the callbacks directly, and through the telemetry socket when there is one.
+// /uroce/engine, /uroce/port and /uroce/cm: the callbacks directly, and through the telemetry socket when there is one.
 #include "dataplane/telemetry.h"
 
 #include <gmock/gmock.h>
@@ -80,6 +80,23 @@ TEST_F(TelemetryTest, CountersAreServedOverTheTelemetrySocket) {
   const std::string port = query(path, "/uroce/port,1");
   EXPECT_THAT(port, HasSubstr("\"name\":\"b\""));
   EXPECT_THAT(port, HasSubstr("\"rx_packets\":1"));  // the ARP request
+}
+
+// /uroce/cm serves whichever connection manager published last, until that one withdraws.
+TEST_F(TelemetryTest, CmCountersComeFromTheirPublisherUntilItWithdraws) {
+  const std::string path = socket_path();
+  if (path.empty() || !std::filesystem::exists(path)) GTEST_SKIP() << "no telemetry socket at '" << path << "'";
+  rte_tel_data* data = rte_tel_data_alloc();
+  EXPECT_EQ(telemetry_cm_command("/uroce/cm", nullptr, data), -ENODEV);
+  int first = 0, second = 0;
+  publish_cm_counters(&first, [] { return std::vector<std::pair<std::string, uint64_t>>{{"cm_rx_mads", 7}}; });
+  publish_cm_counters(&second, [] { return std::vector<std::pair<std::string, uint64_t>>{{"cm_rx_mads", 9}}; });
+  EXPECT_THAT(query(path, "/uroce/cm"), HasSubstr("\"cm_rx_mads\":9"));
+  withdraw_cm_counters(&first);  // not the publisher: changes nothing
+  EXPECT_THAT(query(path, "/uroce/cm"), HasSubstr("\"cm_rx_mads\":9"));
+  withdraw_cm_counters(&second);
+  EXPECT_EQ(telemetry_cm_command("/uroce/cm", nullptr, data), -ENODEV);
+  rte_tel_data_free(data);
 }
 
 }  // namespace
