@@ -161,6 +161,27 @@ NTSTATUS AdapterImpl::NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer
   return STATUS_SUCCESS;
 }
 
+UroceResourceCounts AdapterImpl::UroceQueryResources() {
+  const auto live = [this](NdkObjectType type) { return live_.at(type).load(std::memory_order_relaxed); };
+  UroceResourceCounts r;
+  r.Cqs = live(NdkObjectTypeCq);
+  r.Pds = live(NdkObjectTypePd);
+  r.Mrs = live(NdkObjectTypeMr);
+  r.Mws = live(NdkObjectTypeMw);
+  r.Srqs = live(NdkObjectTypeSrq);
+  r.Qps = live(NdkObjectTypeQp);
+  r.Connectors = live(NdkObjectTypeConnector);
+  r.Listeners = live(NdkObjectTypeListener);
+  r.SharedEndpoints = live(NdkObjectTypeSharedEndpoint);
+  const dataplane::RcTransport::Usage transport = transport_->usage();
+  r.TransportQps = transport.qps;
+  r.MemorySlots = transport.memory_slots;
+  const ConnectionManager::Usage cm = connections_->usage();
+  r.CmIds = cm.cm_ids;
+  r.BoundEndpoints = cm.bound_endpoints;
+  return r;
+}
+
 uint16_t AdapterImpl::UroceEngineCount() const { return static_cast<uint16_t>(dataplane_->engine_count()); }
 
 GroupAffinity AdapterImpl::UroceEngineAffinity(uint16_t engine) const {

@@ -70,6 +70,31 @@ class ObjectHeader {
   ~ObjectHeader() = default;
 };
 
+// What an adapter holds at one moment, each number read from the bookkeeping that owns it (a uroce extension:
+// tools and tests compare two of them to prove that nothing was left behind).
+struct UroceResourceCounts {
+  // NDK objects that exist: created, and not yet destroyed by their close (a pending close still counts).
+  uint32_t Cqs = 0;
+  uint32_t Pds = 0;
+  uint32_t Mrs = 0;
+  uint32_t Mws = 0;
+  uint32_t Srqs = 0;
+  uint32_t Qps = 0;
+  uint32_t Connectors = 0;
+  uint32_t Listeners = 0;
+  uint32_t SharedEndpoints = 0;
+  // The RC transport: QPs registered with the engines, and memory-table slots in use (registered regions,
+  // fast-register regions and windows).
+  uint32_t TransportQps = 0;
+  uint32_t MemorySlots = 0;
+  // Connection management: the CM's connections (its CM IDs, those in time-wait included: 1 s after a
+  // disconnect or abort), and the local endpoints bound by listeners, shared endpoints and connectors.
+  uint32_t CmIds = 0;
+  uint32_t BoundEndpoints = 0;
+
+  friend bool operator==(const UroceResourceCounts&, const UroceResourceCounts&) = default;
+};
+
 // NDK_ADAPTER_DISPATCH. Opened with NdkOpenAdapter, closed with NdkCloseAdapter (blocking).
 class Adapter : public ObjectHeader {
  public:
@@ -100,6 +125,9 @@ class Adapter : public ObjectHeader {
   // shared-memory link (net_memif) both call it, meet out of band, and only then close their adapters: DPDK
   // 22.11's memif PMD crashes a process whose engine polls while the peer closes its end.
   virtual void UroceStopPolling() = 0;
+  // The adapter's resources now (see UroceResourceCounts). Waits for the CM thread to count its own; never call it
+  // from a callback.
+  [[nodiscard]] virtual UroceResourceCounts UroceQueryResources() = 0;
 
  protected:
   using ObjectHeader::ObjectHeader;

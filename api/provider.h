@@ -9,6 +9,7 @@
 // a successor's close completion is still running.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -86,6 +87,20 @@ class Lifetime {
   std::atomic<bool>* waiter_ = nullptr;  // a close with a null completion waits on this
 };
 
+// One NDK object, counted on its adapter while it exists (UroceQueryResources): a member of each object class, so
+// the count follows the object's construction and destruction, whichever path they take.
+class LiveObject {
+ public:
+  LiveObject(AdapterImpl& adapter, NdkObjectType type) noexcept;
+  ~LiveObject();
+  LiveObject(const LiveObject&) = delete;
+  LiveObject& operator=(const LiveObject&) = delete;
+
+ private:
+  AdapterImpl& adapter_;
+  const NdkObjectType type_;
+};
+
 class AdapterImpl final : public Adapter, public Lifetime {
  public:
   static NTSTATUS open(const config::Config& config, NdkVersion version, AdapterImpl** adapter);
@@ -106,6 +121,7 @@ class AdapterImpl final : public Adapter, public Lifetime {
   [[nodiscard]] uint16_t UroceEngineCount() const override;
   void UroceWaitForNotifier() override { notifier_->wait_idle(); }
   void UroceStopPolling() override { dataplane_->stop_engines(); }
+  UroceResourceCounts UroceQueryResources() override;
 
   [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
   [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }
@@ -119,6 +135,9 @@ class AdapterImpl final : public Adapter, public Lifetime {
   // The engine an affinity names (see NdkCreateCq in ndk.h); round-robin without one.
   dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
   void release_notifiable() noexcept { notifiables_.fetch_sub(1, std::memory_order_relaxed); }
+  // LiveObject's counts. Relaxed: a close that returned happens after the destruction that counted it.
+  void object_created(NdkObjectType type) noexcept { live_.at(type).fetch_add(1, std::memory_order_relaxed); }
+  void object_destroyed(NdkObjectType type) noexcept { live_.at(type).fetch_sub(1, std::memory_order_relaxed); }
 
   // Runs `make` (returning {status, object}) now, or on the notifier with a completion (STATUS_PENDING).
   // `antecedent` stays referenced while the asynchronous create runs.
@@ -138,9 +157,15 @@ class AdapterImpl final : public Adapter, public Lifetime {
   std::atomic<uint32_t> next_engine_{0};
   std::atomic<uint32_t> notifiables_{0};
   std::atomic<bool> unreferenced_{false};
+  std::array<std::atomic<uint32_t>, NdkObjectTypeSrq + 1> live_{};  // by NdkObjectType
 
   friend NTSTATUS uroce::ndk::NdkOpenAdapter(const config::Config&, NdkVersion, Adapter**);
 };
+
+inline LiveObject::LiveObject(AdapterImpl& adapter, NdkObjectType type) noexcept : adapter_(adapter), type_(type) {
+  adapter_.object_created(type_);
+}
+inline LiveObject::~LiveObject() { adapter_.object_destroyed(type_); }
 
 template <class Object, class Make>
 NTSTATUS AdapterImpl::create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out,
@@ -202,6 +227,7 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   bool overrun_notified_ = false;  // notifier-only (deliveries are serialised)
   std::mutex attach_mutex_;        // control path only: QP attach/detach and resize
   std::vector<QpImpl*> qps_;
+  LiveObject live_{adapter_, NdkObjectTypeCq};
 };
 
 class PdImpl final : public Pd, public Lifetime {
@@ -235,6 +261,7 @@ class PdImpl final : public Pd, public Lifetime {
 
   AdapterImpl& adapter_;
   const uint32_t id_;
+  LiveObject live_{adapter_, NdkObjectTypePd};
 };
 
 class MrImpl final : public Mr, public Lifetime {
@@ -280,6 +307,7 @@ class MrImpl final : public Mr, public Lifetime {
   uint64_t length_ = 0;
   uint32_t access_ = 0;
   bool remote_access_ = false;
+  LiveObject live_{pd_.adapter(), NdkObjectTypeMr};
 };
 
 class MwImpl final : public Mw, public Lifetime {
@@ -301,6 +329,7 @@ class MwImpl final : public Mw, public Lifetime {
   PdImpl& pd_;
   std::atomic<uint32_t> token_;
   std::atomic<MrImpl*> bound_{nullptr};
+  LiveObject live_{pd_.adapter(), NdkObjectTypeMw};
 };
 
 class SrqImpl final : public Srq, public Lifetime, public Notifiable {
@@ -334,6 +363,7 @@ class SrqImpl final : public Srq, public Lifetime, public Notifiable {
   const SrqNotificationCallback callback_;
   void* const callback_context_;
   uint32_t written_ = 0;  // the receive poster's private tail
+  LiveObject live_{pd_.adapter(), NdkObjectTypeSrq};
 };
 
 class QpImpl final : public Qp, public Lifetime {
@@ -412,6 +442,7 @@ class QpImpl final : public Qp, public Lifetime {
   // Poster-private tails, on separate lines: one thread posts sends while another posts receives.
   alignas(kCacheLine) uint32_t sq_written_ = 0;
   alignas(kCacheLine) uint32_t rq_written_ = 0;
+  LiveObject live_{adapter_, NdkObjectTypeQp};
 };
 
 }  // namespace uroce::ndk::detail
