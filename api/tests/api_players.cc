@@ -57,6 +57,13 @@ sockaddr_in Player::ip() const {
   return in;
 }
 
+sockaddr_in6 Player::ip6() const {
+  sockaddr_in6 in6{};
+  in6.sin6_family = AF_INET6;
+  EXPECT_EQ(inet_pton(AF_INET6, options.engine == 0 ? "fd00::1" : "fd00::2", &in6.sin6_addr), 1);
+  return in6;
+}
+
 NTSTATUS Player::receive(std::size_t offset, uint32_t length, uintptr_t context) {
   const NdkSge s = sge(offset, length);
   return qp->NdkReceive(reinterpret_cast<void*>(context), &s, length != 0 ? 1 : 0);
@@ -161,6 +168,9 @@ config::Config api_test_config() {
   // ~1 s before a retry (4.096 us * 2^18), 7 retries: an engine starved for seconds on a loaded 2-CPU machine
   // (the ASan suite beside the fuzzers) must not exhaust a QP's retries and flush its work (STYLE.md 17).
   c.rdma.ack_timeout = 18;
+  // A listener holds 1000 connections at once (connection_test.cc), each with a QP on both engines; a closed QP's
+  // number then waits out its time-wait (dataplane/rc_transport.h) while later tests take fresh ones.
+  c.engine.max_qps_per_engine = 2048;
   return c;
 }
 

@@ -97,7 +97,8 @@ class Player {
   [[nodiscard]] uint32_t token() { return mr->NdkGetLocalTokenFromMr(); }
   [[nodiscard]] uint64_t address(std::size_t offset = 0) const { return reinterpret_cast<uint64_t>(buffer + offset); }
   [[nodiscard]] NdkSge sge(std::size_t offset, uint32_t length) { return NdkSge{buffer + offset, length, token()}; }
-  [[nodiscard]] sockaddr_in ip() const;  // port a for engine 0, port b for engine 1
+  [[nodiscard]] sockaddr_in ip() const;    // port a for engine 0, port b for engine 1
+  [[nodiscard]] sockaddr_in6 ip6() const;  // the same port's IPv6 address (fd00::1, fd00::2)
 
   NTSTATUS receive(std::size_t offset, uint32_t length, uintptr_t context);
   NTSTATUS send(std::size_t offset, uint32_t length, uintptr_t context, uint32_t flags = 0);

@@ -1,11 +1,13 @@
 // Connectors and listeners end to end in one process: the CM's MADs cross the ring link between port a
-// (198.18.0.1, player A on engine 0) and port b (198.18.0.2, player B on engine 1) through the GSI QP, and the
-// QPs they connect carry traffic (ndkpi.md §9.7-9.8, §10.4-10.5).
+// (198.18.0.1 and fd00::1, player A on engine 0) and port b (198.18.0.2 and fd00::2, player B on engine 1) through
+// the GSI QP, and the QPs they connect carry traffic (ndkpi.md §9.7-9.8, §10.4-10.5).
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "api/tests/api_players.h"
 
@@ -20,10 +22,34 @@ sockaddr_in with_port(sockaddr_in in, uint16_t port) {
 }
 const sockaddr* sa(const sockaddr_in& in) { return reinterpret_cast<const sockaddr*>(&in); }
 
+// A sockaddr_in or sockaddr_in6 with its length, as connectors and listeners take them.
+struct Address {
+  sockaddr_storage storage{};
+  uint32_t length = 0;
+  [[nodiscard]] const sockaddr* get() const { return reinterpret_cast<const sockaddr*>(&storage); }
+};
+
+Address ipv4(const Player& p, uint16_t port) {
+  const sockaddr_in in = with_port(p.ip(), port);
+  Address a;
+  std::memcpy(&a.storage, &in, sizeof in);
+  a.length = sizeof in;
+  return a;
+}
+
+Address ipv6(const Player& p, uint16_t port) {
+  sockaddr_in6 in6 = p.ip6();
+  in6.sin6_port = htons(port);
+  Address a;
+  std::memcpy(&a.storage, &in6, sizeof in6);
+  a.length = sizeof in6;
+  return a;
+}
+
 struct ListenerEvents {
   std::atomic<Connector*> incoming{nullptr};
   std::atomic<int> count{0};
-  std::function<void(Connector*)> on_connect;  // runs inside the connect event (set before listening)
+  std::function<void(Connector*)> on_connect;  // runs inside the connect event (set before connecting)
   static void callback(void* context, Connector* connector) {
     auto& l = *static_cast<ListenerEvents*>(context);
     if (l.on_connect) l.on_connect(connector);
@@ -37,6 +63,19 @@ struct DisconnectEvents {
   static void callback(void* context) { static_cast<DisconnectEvents*>(context)->count.fetch_add(1); }
 };
 
+// Both ends of one connection made through a listener, and what each end reported.
+struct Connection {
+  Qp* active_qp = nullptr;   // connected by NdkConnect
+  Qp* passive_qp = nullptr;  // by NdkAccept
+  Connector* active = nullptr;
+  std::atomic<Connector*> passive{nullptr};  // from the listener's connect event
+  Completion connected, completed, accepted;
+  DisconnectEvents active_disconnects, passive_disconnects;
+};
+
+enum class Side : uint8_t { kActive, kPassive };
+enum class Wait : uint8_t { kBothSides, kActiveSide };
+
 class ConnectionTest : public ApiTest {
  protected:
   Connector* connector() {
@@ -44,19 +83,20 @@ class ConnectionTest : public ApiTest {
     EXPECT_EQ(adapter().NdkCreateConnector(nullptr, nullptr, &c), STATUS_SUCCESS);
     return c;
   }
-  Listener* listen(ListenerEvents& events, const sockaddr_in& address) {
+  Listener* listen(ListenerEvents& events, const Address& address) {
     Listener* l = nullptr;
     EXPECT_EQ(adapter().NdkCreateListener(&ListenerEvents::callback, &events, nullptr, nullptr, &l), STATUS_SUCCESS);
-    EXPECT_EQ(l->NdkListen(sa(address), sizeof address, nullptr, nullptr), STATUS_SUCCESS);
+    EXPECT_EQ(l->NdkListen(address.get(), address.length, nullptr, nullptr), STATUS_SUCCESS);
     return l;
   }
   static void close(Connector* c) { EXPECT_EQ(c->NdkCloseConnector(nullptr, nullptr), STATUS_SUCCESS); }
   static void close(Listener* l) { EXPECT_EQ(l->NdkCloseListener(nullptr, nullptr), STATUS_SUCCESS); }
+  static void close(Qp* qp) { EXPECT_EQ(qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS); }
   NTSTATUS connect(Connector* c, Player& from, Player& to, uint16_t port, const std::string& private_data,
                    Completion& done) {
-    const sockaddr_in src = with_port(from.ip(), 0);
-    const sockaddr_in dst = with_port(to.ip(), port);
-    return c->NdkConnect(from.qp, sa(src), sizeof src, sa(dst), sizeof dst, 4, 4, private_data.data(),
+    const Address src = ipv4(from, 0);
+    const Address dst = ipv4(to, port);
+    return c->NdkConnect(from.qp, src.get(), src.length, dst.get(), dst.length, 4, 4, private_data.data(),
                          static_cast<uint32_t>(private_data.size()), &Completion::on_request, &done);
   }
   static std::string connection_data(Connector* c, uint32_t expected_room, uint32_t* ird = nullptr,
@@ -68,13 +108,117 @@ class ConnectionTest : public ApiTest {
     EXPECT_EQ(c->NdkGetConnectionData(ird, ord, data.data(), &length), STATUS_SUCCESS);
     return data;
   }
+  // Another QP on `p`'s PD and CQ (so on its engine), small: one SEND or receive at a time.
+  static Qp* qp_on(Player& p, void* context) {
+    Qp* qp = nullptr;
+    EXPECT_EQ(p.pd->NdkCreateQp(p.cq, p.cq, context, 2, 2, 1, 1, 0, nullptr, nullptr, &qp), STATUS_SUCCESS);
+    return qp;
+  }
+
+  // Connects every connection's active QP to its passive one through the listener at `destination` (whose connect
+  // events `events` receives), all at once: NdkConnect from `source` (port 0: an ephemeral port each) with the
+  // connection's index as private data; in the connect event the listener's side reads the index back and calls
+  // NdkAccept; once a connect has completed, NdkCompleteConnect. Returns when every NdkCompleteConnect (and with
+  // kBothSides every NdkAccept) has completed, each with success. Both sides get their disconnect events.
+  void establish(std::span<Connection> connections, ListenerEvents& events, const Address& source,
+                 const Address& destination, Wait wait = Wait::kBothSides) {
+    events.on_connect = [connections](Connector* incoming) {
+      const std::string data = connection_data(incoming, 56);
+      uint32_t index = 0;
+      std::memcpy(&index, data.data(), sizeof index);
+      ASSERT_LT(index, connections.size());
+      Connection& c = connections[index];
+      c.passive.store(incoming);
+      EXPECT_EQ(incoming->NdkAccept(c.passive_qp, 4, 4, nullptr, 0, &DisconnectEvents::callback, &c.passive_disconnects,
+                                    &Completion::on_request, &c.accepted),
+                STATUS_PENDING);
+    };
+    for (std::size_t i = 0; i < connections.size(); ++i) {
+      Connection& c = connections[i];
+      c.active = connector();
+      ASSERT_NE(c.active, nullptr);
+      const auto index = static_cast<uint32_t>(i);
+      ASSERT_EQ(c.active->NdkConnect(c.active_qp, source.get(), source.length, destination.get(), destination.length, 4,
+                                     4, &index, sizeof index, &Completion::on_request, &c.connected),
+                STATUS_PENDING);
+    }
+    for (Connection& c : connections) {
+      ASSERT_TRUE(c.connected.wait());
+      ASSERT_EQ(c.connected.status.load(), STATUS_SUCCESS);
+      ASSERT_EQ(c.active->NdkCompleteConnect(&DisconnectEvents::callback, &c.active_disconnects,
+                                             &Completion::on_request, &c.completed),
+                STATUS_PENDING);
+    }
+    for (Connection& c : connections) {
+      ASSERT_TRUE(c.completed.wait());
+      ASSERT_EQ(c.completed.status.load(), STATUS_SUCCESS);
+      if (wait == Wait::kActiveSide) continue;
+      ASSERT_TRUE(c.accepted.wait());
+      ASSERT_EQ(c.accepted.status.load(), STATUS_SUCCESS);
+    }
+  }
+
+  // A graceful disconnect of every connection, started by `side`: its NdkDisconnect completes once the peer
+  // answered, the peer gets one disconnect event (the side that started none), and the peer's own NdkDisconnect
+  // then has nothing left to wait for. Then both connectors close.
+  static void disconnect_and_close(std::span<Connection> connections, Side side) {
+    std::vector<Completion> disconnected(connections.size());
+    std::vector<Completion> peer_disconnected(connections.size());  // never called: the peer has nothing to wait for
+    auto initiator = [side](Connection& c) { return side == Side::kActive ? c.active : c.passive.load(); };
+    auto peer = [side](Connection& c) { return side == Side::kActive ? c.passive.load() : c.active; };
+    for (std::size_t i = 0; i < connections.size(); ++i) {
+      ASSERT_EQ(initiator(connections[i])->NdkDisconnect(&Completion::on_request, &disconnected[i]), STATUS_PENDING);
+    }
+    for (std::size_t i = 0; i < connections.size(); ++i) {
+      Connection& c = connections[i];
+      ASSERT_TRUE(disconnected[i].wait());
+      EXPECT_EQ(disconnected[i].status.load(), STATUS_SUCCESS);
+      DisconnectEvents& told = side == Side::kActive ? c.passive_disconnects : c.active_disconnects;
+      const DisconnectEvents& teller = side == Side::kActive ? c.active_disconnects : c.passive_disconnects;
+      ASSERT_TRUE(eventually([&] { return told.count.load() == 1; }));
+      EXPECT_EQ(teller.count.load(), 0) << "no disconnect event for the side that disconnected";
+      EXPECT_EQ(peer(c)->NdkDisconnect(&Completion::on_request, &peer_disconnected[i]), STATUS_SUCCESS);
+      close(c.active);
+      close(c.passive.load());
+    }
+  }
+
+  // One 16-byte SEND on every connection, active to passive, all posted before any is reaped: each lands in its
+  // own slot of b's buffer (the connection's index names the slot and both requests).
+  static void send_on_each(std::span<Connection> connections, Player& a, Player& b) {
+    constexpr uint32_t kSize = 16;
+    const std::size_t half = b.options.buffer_size / 2;
+    ASSERT_LE(connections.size() * kSize, half);
+    for (std::size_t i = 0; i < connections.size(); ++i) {
+      const NdkSge slot = b.sge(half + i * kSize, kSize);
+      ASSERT_EQ(connections[i].passive_qp->NdkReceive(reinterpret_cast<void*>(i), &slot, 1), STATUS_SUCCESS);
+    }
+    for (std::size_t i = 0; i < connections.size(); ++i) {
+      a.fill(i * kSize, kSize, static_cast<uint8_t>(i));
+      const NdkSge from = a.sge(i * kSize, kSize);
+      ASSERT_EQ(connections[i].active_qp->NdkSend(reinterpret_cast<void*>(i), &from, 1, 0), STATUS_SUCCESS);
+    }
+    for (Player* p : {&a, &b}) {
+      std::vector<bool> seen(connections.size(), false);
+      for (const NdkResultEx& r : p->results(connections.size())) {
+        ASSERT_EQ(r.Status, STATUS_SUCCESS);
+        const auto i = reinterpret_cast<std::size_t>(r.RequestContext);
+        ASSERT_LT(i, connections.size());
+        EXPECT_FALSE(seen[i]);
+        seen[i] = true;
+        EXPECT_EQ(r.QPContext, &connections[i]);
+        EXPECT_EQ(r.Type, p == &a ? NdkOperationTypeSend : NdkOperationTypeReceive);
+      }
+    }
+    EXPECT_EQ(std::memcmp(a.buffer, b.buffer + half, connections.size() * kSize), 0);
+  }
 };
 
 TEST_F(ConnectionTest, ConnectAcceptTrafficAndGracefulDisconnect) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});
   ListenerEvents listener_events;
-  Listener* listener = listen(listener_events, with_port(b.ip(), kPort));
+  Listener* listener = listen(listener_events, ipv4(b, kPort));
   Connector* active = connector();
 
   Completion connected;
@@ -138,36 +282,29 @@ TEST_F(ConnectionTest, ConnectAcceptTrafficAndGracefulDisconnect) {
   close(listener);
 }
 
-// rping's order: both sides post a receive before the connection exists, and the client SENDs as soon as it is
-// established; the server's receive completes.
+// rping's order: both sides post a receive before the connection exists, and the client SENDs as soon as its side
+// is established (perhaps before the server's accept completed); the server's receive completes.
 TEST_F(ConnectionTest, ReceivesPostedBeforeTheConnectionComplete) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});
   ASSERT_EQ(a.receive(0, 16, 1), STATUS_SUCCESS);
   ASSERT_EQ(b.receive(0, 16, 2), STATUS_SUCCESS);
   ListenerEvents events;
-  Completion accepted;
-  events.on_connect = [&](Connector* incoming) {
-    EXPECT_EQ(incoming->NdkAccept(b.qp, 16, 16, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
-              STATUS_PENDING);
-  };
-  Listener* l = listen(events, with_port(b.ip(), kPort));
-  Connector* c = connector();
-  Completion connected, completed;
-  ASSERT_EQ(connect(c, a, b, kPort, "", connected), STATUS_PENDING);
-  ASSERT_TRUE(connected.wait());
-  ASSERT_EQ(connected.status.load(), STATUS_SUCCESS);
-  ASSERT_EQ(c->NdkCompleteConnect(nullptr, nullptr, &Completion::on_request, &completed), STATUS_PENDING);
-  ASSERT_TRUE(completed.wait());
+  Listener* l = listen(events, ipv4(b, kPort));
+  std::vector<Connection> one(1);
+  one[0].active_qp = a.qp;
+  one[0].passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, events, ipv4(a, 0), ipv4(b, kPort), Wait::kActiveSide));
   ASSERT_EQ(a.send(64, 16, 3), STATUS_SUCCESS);
   const auto got = b.result();
   EXPECT_EQ(got.Status, STATUS_SUCCESS);
   EXPECT_EQ(got.Type, NdkOperationTypeReceive);
   EXPECT_EQ(got.BytesTransferred, 16u);
   EXPECT_EQ(a.result().Type, NdkOperationTypeSend);
-  ASSERT_TRUE(accepted.wait());
-  close(c);
-  close(events.incoming.load());
+  ASSERT_TRUE(one[0].accepted.wait());
+  EXPECT_EQ(one[0].accepted.status.load(), STATUS_SUCCESS);
+  close(one[0].active);
+  close(one[0].passive.load());
   close(l);
 }
 
@@ -183,7 +320,7 @@ TEST_F(ConnectionTest, NoListenerIsRefusedAtOnce) {
   // The QP was never connected: another connector may use it.
   ListenerEvents events;
   events.on_connect = [&](Connector* incoming) { (void)incoming->NdkReject(nullptr, 0); };
-  Listener* l = listen(events, with_port(b.ip(), 4420));
+  Listener* l = listen(events, ipv4(b, 4420));
   Connector* again = connector();
   Completion rejected;
   ASSERT_EQ(connect(again, a, b, 4420, "", rejected), STATUS_PENDING);
@@ -202,7 +339,7 @@ TEST_F(ConnectionTest, ARejectCarriesItsPrivateData) {
   events.on_connect = [&](Connector* incoming) {
     EXPECT_EQ(incoming->NdkReject(why.data(), static_cast<uint32_t>(why.size())), STATUS_SUCCESS);
   };
-  Listener* l = listen(events, with_port(b.ip(), kPort));
+  Listener* l = listen(events, ipv4(b, kPort));
   Connector* c = connector();
   Completion done;
   ASSERT_EQ(connect(c, a, b, kPort, "", done), STATUS_PENDING);
@@ -218,7 +355,7 @@ TEST_F(ConnectionTest, APausedListenerRefusesAndResumes) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});
   ListenerEvents events;
-  Listener* l = listen(events, with_port(b.ip(), kPort));
+  Listener* l = listen(events, ipv4(b, kPort));
   l->NdkControlConnectEvents(true);
   Connector* c = connector();
   Completion refused;
@@ -250,7 +387,7 @@ TEST_F(ConnectionTest, APausedListenerRefusesAndResumes) {
 TEST_F(ConnectionTest, PortsInUseAndWildcards) {
   Player& b = player({.engine = 1});
   ListenerEvents events;
-  Listener* first = listen(events, with_port(b.ip(), kPort));
+  Listener* first = listen(events, ipv4(b, kPort));
   Listener* second = nullptr;
   ASSERT_EQ(adapter().NdkCreateListener(&ListenerEvents::callback, &events, nullptr, nullptr, &second), STATUS_SUCCESS);
   const sockaddr_in same = with_port(b.ip(), kPort);
@@ -273,7 +410,7 @@ TEST_F(ConnectionTest, PortsInUseAndWildcards) {
   EXPECT_EQ(length, sizeof(sockaddr_in));
   close(first);
   // Closed: the address is free again.
-  Listener* third = listen(events, with_port(b.ip(), kPort));
+  Listener* third = listen(events, ipv4(b, kPort));
   close(second);
   close(third);
 }
@@ -319,26 +456,125 @@ TEST_F(ConnectionTest, ClosingAConnectedConnectorDisconnectsThePeer) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});
   ListenerEvents events;
-  DisconnectEvents b_disconnects;
-  Completion accepted;
-  events.on_connect = [&](Connector* incoming) {
-    EXPECT_EQ(incoming->NdkAccept(b.qp, 1, 1, nullptr, 0, &DisconnectEvents::callback, &b_disconnects,
-                                  &Completion::on_request, &accepted),
-              STATUS_PENDING);
-  };
-  Listener* l = listen(events, with_port(b.ip(), kPort));
-  Connector* c = connector();
-  Completion connected, completed;
-  ASSERT_EQ(connect(c, a, b, kPort, "", connected), STATUS_PENDING);
-  ASSERT_TRUE(connected.wait());
-  ASSERT_EQ(connected.status.load(), STATUS_SUCCESS);
-  ASSERT_EQ(c->NdkCompleteConnect(nullptr, nullptr, &Completion::on_request, &completed), STATUS_PENDING);
-  ASSERT_TRUE(completed.wait());
-  ASSERT_TRUE(accepted.wait());
+  Listener* l = listen(events, ipv4(b, kPort));
+  std::vector<Connection> one(1);
+  Connection& c = one[0];
+  c.active_qp = a.qp;
+  c.passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, events, ipv4(a, 0), ipv4(b, kPort)));
   traffic(a, b, 3);
-  close(c);
-  ASSERT_TRUE(eventually([&] { return b_disconnects.count.load() == 1; }));
-  close(events.incoming.load());
+  close(c.active);
+  ASSERT_TRUE(eventually([&] { return c.passive_disconnects.count.load() == 1; }));
+  close(c.passive.load());
+  close(l);
+}
+
+// The listener's side ends the connection: the active side gets the disconnect event, and both QPs are flushed.
+TEST_F(ConnectionTest, ThePassiveSideDisconnects) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv4(b, kPort));
+  std::vector<Connection> one(1);
+  one[0].active_qp = a.qp;
+  one[0].passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, events, ipv4(a, 0), ipv4(b, kPort)));
+  traffic(b, a, 3);
+  // A receive left posted on each side: the flush that ends each QP cancels it.
+  ASSERT_EQ(a.receive(0, 16, 11), STATUS_SUCCESS);
+  ASSERT_EQ(b.receive(0, 16, 12), STATUS_SUCCESS);
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(one, Side::kPassive));
+  for (Player* p : {&a, &b}) {
+    const NdkResultEx r = p->result();
+    EXPECT_EQ(r.Status, STATUS_CANCELLED);
+    EXPECT_EQ(r.Type, NdkOperationTypeReceive);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(r.RequestContext), p == &a ? 11u : 12u);
+  }
+  close(l);
+}
+
+TEST_F(ConnectionTest, Ipv6ConnectTrafficAndAddresses) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv6(b, kPort));
+  const sockaddr_in6 a6 = a.ip6();
+  const sockaddr_in6 b6 = b.ip6();
+  sockaddr_in6 address{};
+  uint32_t length = sizeof address;
+  ASSERT_EQ(l->NdkGetListenerLocalAddress(reinterpret_cast<sockaddr*>(&address), &length), STATUS_SUCCESS);
+  EXPECT_EQ(length, sizeof(sockaddr_in6));
+  EXPECT_EQ(address.sin6_family, AF_INET6);
+  EXPECT_EQ(std::memcmp(&address.sin6_addr, &b6.sin6_addr, 16), 0);
+
+  std::vector<Connection> one(1);
+  Connection& c = one[0];
+  c.active_qp = a.qp;
+  c.passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, events, ipv6(a, 0), ipv6(b, kPort)));
+  traffic(a, b, 5, 3000);
+  traffic(b, a, 5, 100);
+
+  // Each end reports both endpoints as sockaddr_in6: the active side's ephemeral port on fd00::1, the listener's
+  // port on fd00::2.
+  auto endpoint = [](Connector* connector, bool peer) {
+    sockaddr_in6 in6{};
+    uint32_t size = sizeof in6;
+    auto* out = reinterpret_cast<sockaddr*>(&in6);
+    EXPECT_EQ(peer ? connector->NdkGetPeerAddress(out, &size) : connector->NdkGetLocalAddress(out, &size),
+              STATUS_SUCCESS);
+    EXPECT_EQ(size, sizeof(sockaddr_in6));
+    EXPECT_EQ(in6.sin6_family, AF_INET6);
+    return in6;
+  };
+  const sockaddr_in6 active_local = endpoint(c.active, false);
+  const sockaddr_in6 active_peer = endpoint(c.active, true);
+  const sockaddr_in6 passive_local = endpoint(c.passive.load(), false);
+  const sockaddr_in6 passive_peer = endpoint(c.passive.load(), true);
+  EXPECT_EQ(std::memcmp(&active_local.sin6_addr, &a6.sin6_addr, 16), 0);
+  EXPECT_EQ(std::memcmp(&passive_peer.sin6_addr, &a6.sin6_addr, 16), 0);
+  EXPECT_EQ(std::memcmp(&active_peer.sin6_addr, &b6.sin6_addr, 16), 0);
+  EXPECT_EQ(std::memcmp(&passive_local.sin6_addr, &b6.sin6_addr, 16), 0);
+  EXPECT_GE(ntohs(active_local.sin6_port), 49152) << "an ephemeral port";
+  EXPECT_EQ(passive_peer.sin6_port, active_local.sin6_port);
+  EXPECT_EQ(ntohs(active_peer.sin6_port), kPort);
+  EXPECT_EQ(ntohs(passive_local.sin6_port), kPort);
+  // A sockaddr_in is too small for them: the size needed comes back.
+  sockaddr_in in{};
+  length = sizeof in;
+  EXPECT_EQ(c.active->NdkGetPeerAddress(reinterpret_cast<sockaddr*>(&in), &length), STATUS_BUFFER_TOO_SMALL);
+  EXPECT_EQ(length, sizeof(sockaddr_in6));
+
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(one, Side::kActive));
+  close(l);
+}
+
+// One listener, 1000 connections open at the same time, each with its own QP on both sides (A's on engine 0, B's
+// on engine 1), all set up at once; a SEND on every one; then half disconnect from each side, everything closes,
+// and nothing is left behind (the ASan build checks for leaks).
+TEST_F(ConnectionTest, AListenerHoldsAThousandConnectionsAtOnce) {
+  constexpr std::size_t kConnections = 1000;
+  Player& a = player({.engine = 0, .cq_depth = 4096});
+  Player& b = player({.engine = 1, .cq_depth = 4096});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv4(b, kPort));
+  std::vector<Connection> connections(kConnections);
+  for (Connection& c : connections) {
+    c.active_qp = qp_on(a, &c);
+    c.passive_qp = qp_on(b, &c);
+    ASSERT_TRUE(c.active_qp != nullptr && c.passive_qp != nullptr);
+  }
+  ASSERT_NO_FATAL_FAILURE(establish(connections, events, ipv4(a, 0), ipv4(b, kPort)));
+  EXPECT_EQ(events.count.load(), static_cast<int>(kConnections));
+  ASSERT_NO_FATAL_FAILURE(send_on_each(connections, a, b));
+  const std::span all(connections);
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(all.first(kConnections / 2), Side::kActive));
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(all.subspan(kConnections / 2), Side::kPassive));
+  EXPECT_TRUE(a.drain().empty() && b.drain().empty()) << "nothing was outstanding to flush";
+  for (Connection& c : connections) {
+    close(c.active_qp);  // the connectors have let go of them
+    close(c.passive_qp);
+  }
   close(l);
 }
 
