@@ -824,6 +824,9 @@ LoadResult load_config(std::string_view yaml_text, const LoadOptions& options) {
         if (const auto error = keep_only_port(root, options.only_port)) return one_error("ports", *error);
       }
     }
+    if (root.IsMap()) {
+      for (const std::string& section : options.application_sections) root.remove(section);
+    }
     Reader r;
     Config config;
     read_map(r, root, "", kTopFields, config);

@@ -132,6 +132,9 @@ struct Override {
 struct LoadOptions {
   std::vector<Override> overrides;  // applied in order
   std::string only_port;            // non-empty: keep only the port it names ("0" or "veth"), for a one-port tool
+  // Top-level sections an application reads itself from the same file (uroce-nvmf-target's `nvmf`): skipped
+  // here rather than reported as unknown keys.
+  std::vector<std::string> application_sections;
 };
 
 // Parses and validates. Unknown keys are errors (a typo must not silently fall back to a default).

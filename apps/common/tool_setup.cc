@@ -96,7 +96,8 @@ std::optional<ConfigOptions> take_config_options(int& argc, char** argv, const c
   return options;
 }
 
-std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool one_port, const char* tool) {
+std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool one_port, const char* tool,
+                                           const std::vector<std::string>& application_sections) {
   const std::string source = options.path.empty() ? "<embedded default>" : options.path;
   // The port is named in the keys, so the overrides apply to it wherever it sits in the list.
   const std::string port_key = options.port.empty() ? "ports[0]" : "ports[" + options.port + "]";
@@ -105,6 +106,7 @@ std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool on
     load.overrides.push_back({s.on_port ? port_key + "." + s.override.key : s.override.key, s.override.value});
   }
   if (one_port) load.only_port = options.port.empty() ? "0" : options.port;
+  load.application_sections = application_sections;
   const config::LoadResult loaded = options.path.empty() ? config::load_config(config::embedded_default_yaml(), load)
                                                          : config::load_config_file(options.path, load);
   if (!loaded.config) {

@@ -52,7 +52,9 @@ struct ToolConfig {
 // Loads the configuration with the overrides applied and validated. one_port: keep only the chosen port (a
 // tool that talks to a remote peer drives one port; the default's second ring end would only be in the way).
 // Prints every error, naming the source, and returns nothing on failure.
-[[nodiscard]] std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool one_port, const char* tool);
+// application_sections: top-level keys the tool reads itself from the same file (config::LoadOptions).
+[[nodiscard]] std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool one_port, const char* tool,
+                                                         const std::vector<std::string>& application_sections = {});
 
 // A command-line number, decimal or 0x, in [min, max]; otherwise prints "<tool>: <option>: '<text>' is not a
 // number from min to max" and returns nothing.

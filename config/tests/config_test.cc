@@ -815,5 +815,13 @@ TEST(ConfigOverride, OnlyPortKeepsTheNamedPortAfterTheOverrides) {
   EXPECT_THAT(load_config(embedded_default_yaml(), options).errors, ElementsAre(is_error("ports", "no port '2'")));
 }
 
+TEST(Config, ApplicationSectionsAreSkippedOnlyWhenNamed) {
+  const std::string text = std::string(embedded_default_yaml()) + "\nnvmf:\n  subsystems: []\n";
+  EXPECT_THAT(load_config(text).errors, ElementsAre(is_error("nvmf", "unknown key 'nvmf'")));
+  LoadOptions options;
+  options.application_sections = {"nvmf"};
+  EXPECT_THAT(load_config(text, options).errors, IsEmpty());
+}
+
 }  // namespace
 }  // namespace uroce::config
