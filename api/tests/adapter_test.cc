@@ -1,6 +1,7 @@
 // The adapter, object creation (inline and STATUS_PENDING), limits, and validation: every invalid
 // parameter returns a status, never crashes, and never leaves a completion behind.
 #include <array>
+#include <atomic>
 #include <limits>
 #include <map>
 #include <string_view>
@@ -78,6 +79,74 @@ TEST_F(AdapterTest, TheConnectionManagerCountsItsMads) {
   EXPECT_GE(after.at("gsi_tx_mads"), before.at("gsi_tx_mads") + 2);
   EXPECT_GE(after.at("gsi_rx_mads"), before.at("gsi_rx_mads") + 2);
   EXPECT_EQ(after.at("cm_rx_malformed"), before.at("cm_rx_malformed"));
+}
+
+// UroceQueryResources counts what exists, each number from the bookkeeping that owns it: every create, bind and
+// connection attempt shows, and every close takes it back.
+TEST_F(AdapterTest, QueryResourcesCountsWhatExistsAndCloseTakesItBack) {
+  const UroceResourceCounts start = adapter().UroceQueryResources();
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  const UroceResourceCounts players = adapter().UroceQueryResources();
+  EXPECT_EQ(players.Cqs, start.Cqs + 2);
+  EXPECT_EQ(players.Pds, start.Pds + 2);
+  EXPECT_EQ(players.Mrs, start.Mrs + 2);
+  EXPECT_EQ(players.Qps, start.Qps + 2);
+  EXPECT_EQ(players.TransportQps, start.TransportQps + 2);
+  EXPECT_EQ(players.MemorySlots, start.MemorySlots + 2);  // the players' registrations
+
+  Mw* mw = nullptr;
+  ASSERT_EQ(a.pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  Srq* srq = nullptr;
+  ASSERT_EQ(a.pd->NdkCreateSrq(64, 1, 0, nullptr, nullptr, nullptr, nullptr, nullptr, &srq), STATUS_SUCCESS);
+  sockaddr_in own = a.ip();
+  SharedEndpoint* endpoint = nullptr;
+  ASSERT_EQ(adapter().NdkCreateSharedEndpoint(reinterpret_cast<const sockaddr*>(&own), sizeof own, nullptr, nullptr,
+                                              &endpoint),
+            STATUS_SUCCESS);
+  // A connection request that waits for the consumer: a CM ID on each side, and a connector on each.
+  std::atomic<Connector*> incoming{nullptr};
+  Listener* listener = nullptr;
+  ASSERT_EQ(
+      adapter().NdkCreateListener([](void* c, Connector* in) { static_cast<std::atomic<Connector*>*>(c)->store(in); },
+                                  &incoming, nullptr, nullptr, &listener),
+      STATUS_SUCCESS);
+  sockaddr_in service = b.ip();
+  service.sin_port = htons(7174);
+  ASSERT_EQ(listener->NdkListen(reinterpret_cast<const sockaddr*>(&service), sizeof service, nullptr, nullptr),
+            STATUS_SUCCESS);
+  Connector* connector = nullptr;
+  ASSERT_EQ(adapter().NdkCreateConnector(nullptr, nullptr, &connector), STATUS_SUCCESS);
+  Completion refused;
+  ASSERT_EQ(connector->NdkConnect(a.qp, reinterpret_cast<const sockaddr*>(&own), sizeof own,
+                                  reinterpret_cast<const sockaddr*>(&service), sizeof service, 0, 0, nullptr, 0,
+                                  &Completion::on_request, &refused),
+            STATUS_PENDING);
+  ASSERT_TRUE(eventually([&] { return incoming.load() != nullptr; }));
+  const UroceResourceCounts held = adapter().UroceQueryResources();
+  EXPECT_EQ(held.Mws, players.Mws + 1);
+  EXPECT_EQ(held.Srqs, players.Srqs + 1);
+  EXPECT_EQ(held.MemorySlots, players.MemorySlots + 1);  // the window's
+  EXPECT_EQ(held.SharedEndpoints, players.SharedEndpoints + 1);
+  EXPECT_EQ(held.Listeners, players.Listeners + 1);
+  EXPECT_EQ(held.Connectors, players.Connectors + 2);
+  EXPECT_EQ(held.CmIds, players.CmIds + 2);
+  EXPECT_EQ(held.BoundEndpoints, players.BoundEndpoints + 3);  // the shared endpoint, the listener, the connector
+
+  // Closed without an accept, the incoming connector rejects the request.
+  EXPECT_EQ(incoming.load()->NdkCloseConnector(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_TRUE(refused.wait());
+  EXPECT_EQ(refused.status.load(), STATUS_CONNECTION_REFUSED);
+  EXPECT_EQ(connector->NdkCloseConnector(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(listener->NdkCloseListener(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(endpoint->NdkCloseSharedEndpoint(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(srq->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  // The CM forgets the IDs on its own thread.
+  EXPECT_TRUE(eventually([&] { return adapter().UroceQueryResources() == players; }));
+  const UroceResourceCounts end = adapter().UroceQueryResources();
+  EXPECT_EQ(end.CmIds, players.CmIds);
+  EXPECT_EQ(end.BoundEndpoints, players.BoundEndpoints);
 }
 
 TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {
