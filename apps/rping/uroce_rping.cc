@@ -13,16 +13,26 @@
 // configuration options (apps/common/tool_setup.h) and --timeout SECONDS for each wait (default 30). The info
 // message is rping's struct rping_rdma_info: big-endian u64 address, u32 R_Key, u32 size (16 bytes).
 //
-// Exit status 0 only if every ping completed and, with -V, every echo matched.
+// --repeat N makes N connections in turn, each with resources of its own as rping's are (QP, CQ, PD, MR, and the
+// connector): a client connects, pings -C times and disconnects N times; a server serves N clients one after
+// another (a Linux `rping -s -P` server is the client's peer for this). Then the adapter must hold exactly what it
+// held before the first connection (Adapter::UroceQueryResources: live objects, transport QPs, memory slots, CM IDs,
+// bound endpoints), once the CM's time-wait of the last connection has passed; -d prints the counts.
+//
+// Exit status 0 only if every ping completed and, with -V, every echo matched (and, with --repeat, nothing was
+// left behind).
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -58,6 +68,7 @@ struct Options {
   bool debug = false;
   int timeout_s = 30;
   int connect_retries = 0;  // uroce's: retry a refused connect (a server still starting), 100 ms apart
+  int repeat = 0;           // uroce's: connections made in turn, then the resource check (0: one, no check)
 };
 
 void usage(FILE* out) {
@@ -73,6 +84,9 @@ void usage(FILE* out) {
                "  -v             print the ping data;  -V: validate it;  -d: debug output\n"
                "  --timeout S    give up a wait after S seconds (default 30)\n"
                "  --connect-retries N  client: try a refused connect N more times, 100 ms apart (default 0)\n"
+               "  --repeat N     make N connections in turn (a client connects, pings and disconnects N times; a\n"
+               "                 server serves N clients), then check that the adapter holds what it held before\n"
+               "                 (-d prints its resource counts)\n"
                "%s",
                kMinSize, kMaxSize, apps::kConfigOptionsHelp);
 }
@@ -81,6 +95,7 @@ std::optional<Options> parse(int argc, char** argv) {
   Options o;
   static const option long_options[] = {{"timeout", required_argument, nullptr, 't'},
                                         {"connect-retries", required_argument, nullptr, 'r'},
+                                        {"repeat", required_argument, nullptr, 'R'},
                                         {"help", no_argument, nullptr, 'h'},
                                         {nullptr, 0, nullptr, 0}};
   int c;
@@ -128,6 +143,10 @@ std::optional<Options> parse(int argc, char** argv) {
       case 'r':
         if (!(n = apps::parse_number(kTool, "--connect-retries", optarg, 0, 100000))) return std::nullopt;
         o.connect_retries = static_cast<int>(*n);
+        break;
+      case 'R':
+        if (!(n = apps::parse_number(kTool, "--repeat", optarg, 1, 1000000))) return std::nullopt;
+        o.repeat = static_cast<int>(*n);
         break;
       case 'h':
         usage(stdout);
@@ -190,13 +209,52 @@ struct Request {
   }
 };
 
-struct Incoming {
-  std::atomic<Connector*> connector{nullptr};
+// The server's incoming connections, one at a time: a request that comes while another is being served, or after
+// the server stopped taking them, is rejected by closing its connector (which also frees it).
+class Incoming {
+ public:
   static void on_connect(void* context, Connector* c) {
     auto& in = *static_cast<Incoming*>(context);
-    Connector* expected = nullptr;
-    if (!in.connector.compare_exchange_strong(expected, c)) (void)c->NdkReject(nullptr, 0);  // one at a time
+    {
+      const std::lock_guard lock(in.mutex_);
+      if (!in.closed_ && in.connector_ == nullptr) {
+        in.connector_ = c;
+        return;
+      }
+    }
+    (void)c->NdkCloseConnector([](void*) {}, nullptr);  // a callback must not wait for its own close
   }
+  // The connection to serve next (waiting for it).
+  Connector* next() {
+    for (;;) {
+      {
+        const std::lock_guard lock(mutex_);
+        if (connector_ != nullptr) return connector_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  // Its client has gone: the next one may come.
+  void served() {
+    const std::lock_guard lock(mutex_);
+    connector_ = nullptr;
+  }
+  // No more: rejects a request that came after the last one served, and every later one (before the listener
+  // closes, which waits for its connectors).
+  void close() {
+    Connector* left = nullptr;
+    {
+      const std::lock_guard lock(mutex_);
+      closed_ = true;
+      std::swap(left, connector_);
+    }
+    if (left != nullptr) left->NdkCloseConnector(nullptr, nullptr);
+  }
+
+ private:
+  std::mutex mutex_;
+  Connector* connector_ = nullptr;
+  bool closed_ = false;
 };
 
 // rping's control block: one QP, one CQ, and the four buffers in one registered region.
@@ -380,10 +438,101 @@ int ping_server(Ping& ping, const Options& o) {
   return 0;
 }
 
-int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
+// One connection of the client, with resources of its own: connect (retrying a refusal), ping, disconnect.
+int client_once(Adapter& adapter, const Options& o, const sockaddr_storage& source, const sockaddr_storage& server) {
   Ping ping(adapter, o);
   if (const std::string error = ping.open(); !error.empty()) return fail(error);
   if (!ping.post_receive()) return fail("ibv_post_recv failed");
+  Connector* connector = nullptr;
+  NTSTATUS s = STATUS_PENDING;
+  for (int attempt = 0;; ++attempt) {
+    if (adapter.NdkCreateConnector(nullptr, nullptr, &connector) != STATUS_SUCCESS) return fail("no connector");
+    // rping's conn_param: responder_resources 1, initiator_depth 1.
+    Request connected;
+    s = connected.wait(connector->NdkConnect(ping.qp(), reinterpret_cast<const sockaddr*>(&source), length_of(source),
+                                             reinterpret_cast<const sockaddr*>(&server), length_of(server), 1, 1,
+                                             nullptr, 0, &Request::complete, &connected),
+                       o.timeout_s);
+    if (s != STATUS_CONNECTION_REFUSED || attempt >= o.connect_retries) break;
+    connector->NdkCloseConnector(nullptr, nullptr);  // a connector serves one connection attempt
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  Request completed;
+  if (s == STATUS_SUCCESS) {
+    s = completed.wait(connector->NdkCompleteConnect(&Ping::on_disconnect, &ping, &Request::complete, &completed),
+                       o.timeout_s);
+  }
+  int status = 0;
+  if (s != STATUS_SUCCESS) {
+    status = fail("connect error " + text(s));
+  } else {
+    if (o.debug) std::printf("rdma_connect successful\n");
+    status = ping_server(ping, o);
+    Request disconnected;
+    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
+    if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+  }
+  connector->NdkCloseConnector(nullptr, nullptr);
+  return status;
+}
+
+// One connection of the server, with resources of its own: the next client `incoming` hands over, until it
+// disconnects.
+int serve_once(Adapter& adapter, const Options& o, Incoming& incoming) {
+  Ping ping(adapter, o);
+  if (const std::string error = ping.open(); !error.empty()) return fail(error);
+  if (!ping.post_receive()) return fail("ibv_post_recv failed");
+  Connector* connector = incoming.next();
+  // rping accepts with the device's maximum limits; ours are clamped to what the client offers.
+  Request done;
+  const NTSTATUS s = done.wait(
+      connector->NdkAccept(ping.qp(), 16, 16, nullptr, 0, &Ping::on_disconnect, &ping, &Request::complete, &done),
+      o.timeout_s);
+  int status = s == STATUS_SUCCESS ? serve(ping, o) : fail("connect error " + text(s));
+  incoming.served();
+  if (s == STATUS_SUCCESS) {
+    Request disconnected;
+    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
+    if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+  }
+  connector->NdkCloseConnector(nullptr, nullptr);
+  return status;
+}
+
+std::string describe(const UroceResourceCounts& r) {
+  char line[320];
+  std::snprintf(line, sizeof line,
+                "cq %u pd %u mr %u mw %u srq %u qp %u connector %u listener %u shared-endpoint %u transport-qp %u "
+                "memory-slot %u cm-id %u bound-endpoint %u",
+                r.Cqs, r.Pds, r.Mrs, r.Mws, r.Srqs, r.Qps, r.Connectors, r.Listeners, r.SharedEndpoints, r.TransportQps,
+                r.MemorySlots, r.CmIds, r.BoundEndpoints);
+  return line;
+}
+
+// --repeat: the adapter must be back where it started. The last connection's CM ID waits out the CM's time-wait
+// (1 s) before it goes, so the counts have up to 10 s to come back.
+int check_resources(Adapter& adapter, const UroceResourceCounts& start, const Options& o) {
+  const auto ended = Clock::now();
+  UroceResourceCounts now = adapter.UroceQueryResources();
+  if (o.debug) std::printf("resources after the last connection: %s\n", describe(now).c_str());
+  while (now != start && Clock::now() < ended + std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    now = adapter.UroceQueryResources();
+  }
+  const double waited = std::chrono::duration<double>(Clock::now() - ended).count();
+  if (o.debug) {
+    std::printf("resources at the start: %s\n", describe(start).c_str());
+    std::printf("resources at the end:   %s (%.1f s after the last connection)\n", describe(now).c_str(), waited);
+  }
+  if (now != start) return fail("resources left behind: " + describe(now) + "; at the start: " + describe(start));
+  std::printf("%s: %d connections; resources back to the start %.1f s after the last\n", kTool, o.repeat, waited);
+  return 0;
+}
+
+int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
+  const UroceResourceCounts start = adapter.UroceQueryResources();
+  const int connections = std::max(o.repeat, 1);
+  int status = 0;
   if (o.client) {
     const auto server = resolve(*o.address, o.port);
     if (!server) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
@@ -393,68 +542,33 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
       if (!s) return fail("invalid source address '" + *o.source + "'");
       source = *s;
     }
-    Connector* connector = nullptr;
-    NTSTATUS s = STATUS_PENDING;
-    for (int attempt = 0;; ++attempt) {
-      if (adapter.NdkCreateConnector(nullptr, nullptr, &connector) != STATUS_SUCCESS) return fail("no connector");
-      // rping's conn_param: responder_resources 1, initiator_depth 1.
-      Request connected;
-      s = connected.wait(connector->NdkConnect(ping.qp(), reinterpret_cast<const sockaddr*>(&source), length_of(source),
-                                               reinterpret_cast<const sockaddr*>(&*server), length_of(*server), 1, 1,
-                                               nullptr, 0, &Request::complete, &connected),
-                         o.timeout_s);
-      if (s != STATUS_CONNECTION_REFUSED || attempt >= o.connect_retries) break;
-      connector->NdkCloseConnector(nullptr, nullptr);  // a connector serves one connection attempt
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int n = 0; n < connections && status == 0; ++n) {
+      if (o.debug && o.repeat > 0) std::printf("connection %d of %d\n", n + 1, connections);
+      status = client_once(adapter, o, source, *server);
     }
-    Request completed;
-    if (s == STATUS_SUCCESS) {
-      s = completed.wait(connector->NdkCompleteConnect(&Ping::on_disconnect, &ping, &Request::complete, &completed),
-                         o.timeout_s);
+  } else {
+    const auto bind_address = resolve(o.address.value_or("0.0.0.0"), o.port);
+    if (!bind_address) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
+    Incoming incoming;
+    Listener* listener = nullptr;
+    if (adapter.NdkCreateListener(&Incoming::on_connect, &incoming, nullptr, nullptr, &listener) != STATUS_SUCCESS)
+      return fail("no listener");
+    const NTSTATUS l = listener->NdkListen(reinterpret_cast<const sockaddr*>(&*bind_address), length_of(*bind_address),
+                                           nullptr, nullptr);
+    if (l != STATUS_SUCCESS) {
+      listener->NdkCloseListener(nullptr, nullptr);
+      return fail("rdma_listen: " + text(l));
     }
-    int status = 0;
-    if (s != STATUS_SUCCESS) {
-      status = fail("connect error " + text(s));
-    } else {
-      if (o.debug) std::printf("rdma_connect successful\n");
-      status = ping_server(ping, o);
-      Request disconnected;
-      const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
-      if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+    std::printf("%s: listening on port %u\n", kTool, o.port);
+    std::fflush(stdout);
+    for (int n = 0; n < connections && status == 0; ++n) {
+      if (o.debug && o.repeat > 0) std::printf("connection %d of %d\n", n + 1, connections);
+      status = serve_once(adapter, o, incoming);
     }
-    connector->NdkCloseConnector(nullptr, nullptr);
-    return status;
-  }
-
-  const auto bind_address = resolve(o.address.value_or("0.0.0.0"), o.port);
-  if (!bind_address) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
-  Incoming incoming;
-  Listener* listener = nullptr;
-  if (adapter.NdkCreateListener(&Incoming::on_connect, &incoming, nullptr, nullptr, &listener) != STATUS_SUCCESS)
-    return fail("no listener");
-  const NTSTATUS l = listener->NdkListen(reinterpret_cast<const sockaddr*>(&*bind_address), length_of(*bind_address),
-                                         nullptr, nullptr);
-  if (l != STATUS_SUCCESS) {
+    incoming.close();
     listener->NdkCloseListener(nullptr, nullptr);
-    return fail("rdma_listen: " + text(l));
   }
-  std::printf("%s: listening on port %u\n", kTool, o.port);
-  std::fflush(stdout);
-  while (incoming.connector.load() == nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  Connector* connector = incoming.connector.load();
-  // rping accepts with the device's maximum limits; ours are clamped to what the client offers.
-  Request done;
-  const NTSTATUS s = done.wait(
-      connector->NdkAccept(ping.qp(), 16, 16, nullptr, 0, &Ping::on_disconnect, &ping, &Request::complete, &done),
-      o.timeout_s);
-  int status = s == STATUS_SUCCESS ? serve(ping, o) : fail("connect error " + text(s));
-  if (s == STATUS_SUCCESS) {
-    Request disconnected;
-    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
-    if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
-  }
-  connector->NdkCloseConnector(nullptr, nullptr);
-  listener->NdkCloseListener(nullptr, nullptr);
+  if (status == 0 && o.repeat > 0) status = check_resources(adapter, start, o);
   return status;
 }
 
