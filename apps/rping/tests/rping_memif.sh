@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # uroce-rping against itself through connection management: a server and a client process joined by DPDK's
 # net_memif (config/examples/memif-two-process-*.yaml), rping's SEND / RDMA READ / RDMA WRITE cycle validated
-# (-V) at sizes below and above the path MTU, then a connect to a port nobody listens on (refused at once).
+# (-V) at sizes below and above the path MTU, five connections in turn with nothing left behind (--repeat), then a
+# connect to a port nobody listens on (refused at once).
 # The same tool meets Linux's rping in the interop suite (apps/tests/interop/run_rping_interop.sh).
 #
 # usage: rping_memif.sh UROCE_RPING CONFIG_DIR
@@ -61,6 +62,8 @@ run() {
 run small-m1024 "-V -v --set rdma.path_mtu=1024" "-C 20 -V -v -S 64 --set rdma.path_mtu=1024" "pings 20"
 run large-m1024 "-V -v -S 5000 --set rdma.path_mtu=1024" "-C 20 -V -v -S 5000 --set rdma.path_mtu=1024" "pings 20"
 run large-m4096 "-V -v -S 16384" "-C 20 -V -v -S 16384" "pings 20"
+# Five connections in turn, each side checking at the end that its adapter holds what it held before.
+run repeat "-V -v --repeat 5" "-C 4 -V -v --repeat 5" "pings 20"
 # The server is up (its adapter opened with the client's) long before the client gives up: a refusal on the
 # wrong port is the CM's answer, not a server still starting.
 run refused "-p 7174" "-p 9999 -C 1 --connect-retries 3" refused
