@@ -2,7 +2,8 @@
 """Checks the RoCEv2 (IPv4) packets of a pcap taken during an RC ping-pong or a perftest run,
 independently of tshark and of either implementation: every field a receiver validates, recomputed.
 
-usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--one-way] [--cm-connection K] [--quiet]
+usage: check_capture.py CAPTURE.pcap --pmtu 1024 [--size N] [--iters N] [--one-way] [--cm-connection K]
+                        [--cm-retransmitted] [--quiet]
 
 Per packet (hard errors, exit 1):
   IPv4 header: version/IHL 0x45, header checksum, total length = 20 + UDP length, frame holds it;
@@ -12,7 +13,9 @@ Per packet (hard errors, exit 1):
   RC segmentation: FIRST/MIDDLE carry exactly PMTU, LAST 1..PMTU, ONLY <= PMTU;
   opcode sequence per QP: FIRST (MIDDLE)* LAST, or ONLY; no FIRST/ONLY inside a message;
   UD SEND_ONLY only as connection management: to QP 1 from QP 1 with the GSI Q_Key 0x80010000, one 256-byte MAD
-  of base version 1, the CM class (7) version 2, and a CM attribute (counted per direction: REQ, REP, RTU, ...);
+  of base version 1, the CM class (7) version 2, and a CM attribute (counted per direction: REQ, REP, RTU, ...;
+  a MAD whose attribute and transaction ID the same direction already sent is counted as retransmitted, and
+  with --cm-retransmitted every direction that carries CM MADs must have retransmitted one);
   READ responses likewise (FIRST/MIDDLE exactly PMTU, LAST 1..PMTU, ONLY <= PMTU, in sequence).
 Per direction (reported; hard errors where stated):
   request PSNs consecutive, a repeated or earlier PSN is counted as a retransmission (a READ request
@@ -111,6 +114,8 @@ def main():
     ap.add_argument("--cm-connection", type=int, default=0,
                     help="count only the RC traffic of the K-th connection the CM made (its QPNs from its REQ and "
                          "REP); every packet is still checked on its own")
+    ap.add_argument("--cm-retransmitted", action="store_true",
+                    help="every direction that carries CM MADs retransmitted one (the same attribute and TID again)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
     # --cm-connection: the REQs' local communication IDs in order of first appearance, and the QPNs of the chosen
@@ -127,7 +132,7 @@ def main():
         "req_psns": set(), "replay_psn": None, "replay_msg": None, "acks": 0, "naks": Counter(), "rnr": 0, "last_msn": None, "missing_ackreq": 0,
         "ttl": set(), "sport": set(), "df": set(), "tos": set(), "credits": Counter(),
         "read_psns": set(), "next_resp_psn": None, "in_resp": None, "resp_len": 0, "resp_psns": [],
-        "resp_retrans": 0, "cm": Counter(),
+        "resp_retrans": 0, "cm": Counter(), "cm_tids": set(), "cm_retrans": Counter(),
     })
 
     def err(n, what):
@@ -239,6 +244,10 @@ def main():
                     err(n, f"CM MAD with attribute 0x{attribute:04x}")
                 else:
                     d["cm"][CM_ATTRIBUTES[attribute]] += 1
+                    sent = (attribute, mad[8:16])  # the attribute and the transaction ID
+                    if sent in d["cm_tids"]:
+                        d["cm_retrans"][CM_ATTRIBUTES[attribute]] += 1
+                    d["cm_tids"].add(sent)
                     if a.cm_connection and CM_ATTRIBUTES[attribute] == "REQ":
                         comm_id = mad[24:28]
                         if comm_id not in req_ids:
@@ -424,7 +433,8 @@ def main():
                 f"retransmitted {d['retrans'] + d['resp_retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
                 f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}"
-                f"{'; CM ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm'].items())) if d['cm'] else ''}")
+                f"{'; CM ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm'].items())) if d['cm'] else ''}"
+                f"{' (retransmitted ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm_retrans'].items())) + ')' if d['cm_retrans'] else ''}")
         print(line)
         if (src, dst) in finals:
             print(f"  {src} -> {dst}: {finals[(src, dst)]}")
@@ -436,6 +446,18 @@ def main():
             errors.append(f"{src} -> {dst}: {len(d['msgs'])} messages, expected {a.iters}")
     if silence_line:
         print(silence_line)
+    cm_total = Counter()
+    for d in dirs.values():
+        cm_total.update(d["cm"])
+    if cm_total:
+        print(f"  CM MADs: {sum(cm_total.values())} ({', '.join(f'{k} {v}' for k, v in sorted(cm_total.items()))}); "
+              f"retransmitted {sum(sum(d['cm_retrans'].values()) for d in dirs.values())}")
+    if a.cm_retransmitted:
+        if not cm_total:
+            errors.append("no CM MADs, so none retransmitted")
+        for (src, dst), d in sorted(dirs.items()):
+            if d["cm"] and not d["cm_retrans"]:
+                errors.append(f"{src} -> {dst}: no CM MAD was retransmitted (the same attribute and TID again)")
     with_messages = sum(1 for d in dirs.values() if d["msgs"])
     if a.iters and not a.one_way and with_messages != 2:
         errors.append("expected messages in both directions")

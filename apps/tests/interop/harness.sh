@@ -189,7 +189,10 @@ harness_plug_uroce() {
 # it) and, when tshark is installed, that every RoCE frame dissects as InfiniBand without errors. Wireshark also
 # tries heuristic dissectors (RPC-over-RDMA, an Ethertype, ...) on SEND payloads, which misfire on arbitrary data:
 # errors inside such a payload dissector are not the transport's, so only frames whose dissection ends in the IB
-# layers (or plain data) count; the others are reported as "heur".
+# layers (or plain data) count; the others are reported as "heur". The CM MADs must dissect as CM: as many frames
+# carry a MAD of the CM class as check_capture.py counted CM MADs, as many decode as a CM message (Wireshark has
+# message dissectors for REQ, REP, RTU, REJ, DREQ and DREP) as it counted of those, and none is malformed or has
+# an expert error.
 # Writes NAME.check.log; sets CHECK_NOTES (a summary) and returns non-zero on any failure.
 check_capture() {
   local pcap=$1 pmtu=$2 name=$3
@@ -205,6 +208,21 @@ check_capture() {
     roce=$(grep -o '^[^:]*: [0-9]* RoCE' "$OUT/$name.check.log" | awk '{print $2}')
     CHECK_NOTES+=" tshark:${ib}ib/${malformed}bad/${heur}heur"
     { [ "$ib" -gt 0 ] && [ "$malformed" = 0 ] && [ "$ib" = "$roce" ]; } || rc=1
+    local cm_line cm_mads cm_messages ts_mads ts_messages ts_bad
+    local cm_filter='infiniband.cm.req || infiniband.cm.rep || infiniband.cm.rtu.localcommid ||
+      infiniband.cm.rej.localcommid || infiniband.cm.dreq.localcommid || infiniband.cm.drsp.localcommid'
+    cm_line=$(grep -m1 '^  CM MADs: ' "$OUT/$name.check.log")
+    cm_mads=$(sed -n 's/^  CM MADs: \([0-9]*\).*/\1/p' <<<"$cm_line")
+    cm_messages=$(grep -oE '\b(REQ|REP|RTU|REJ|DREQ|DREP) [0-9]+' <<<"$cm_line" | awk '{n += $2} END {print n + 0}')
+    ts_mads=$("$TSHARK" -r "$pcap" -Y 'infiniband.mad.mgmtclass == 0x07' 2>/dev/null | wc -l)
+    ts_messages=$("$TSHARK" -r "$pcap" -Y "$cm_filter" 2>/dev/null | wc -l)
+    ts_bad=$("$TSHARK" -r "$pcap" -Y 'infiniband.mad.mgmtclass == 0x07 && (_ws.malformed || _ws.expert.severity == error)' \
+      2>/dev/null | wc -l)
+    CHECK_NOTES+=" tshark-cm:${ts_messages}msg/${ts_mads}mad/${ts_bad}bad"
+    if [ "$ts_mads" != "${cm_mads:-0}" ] || [ "$ts_messages" != "$cm_messages" ] || [ "$ts_bad" != 0 ]; then
+      CHECK_NOTES+="(expected ${cm_messages}msg/${cm_mads:-0}mad)"
+      rc=1
+    fi
   fi
   return $rc
 }
