@@ -4,6 +4,7 @@
 #include <bit>
 #include <cassert>
 #include <chrono>
+#include <optional>
 #include <thread>
 
 #include <rte_cycles.h>
@@ -71,7 +72,8 @@ EngineContext::EngineContext(const EngineSetup& s)
       port_index_of_id_(RTE_MAX_ETHPORTS, 0),
       tx_(s.ports->size()),
       port_counters_(std::make_unique<PortCounters[]>(s.ports->size())),
-      qps_(s.config->engine.max_qps_per_engine),
+      qps_(qp_table_size(s.config->engine.max_qps_per_engine)),
+      qp_slot_mask_(static_cast<uint32_t>(qps_.size() - 1)),
       timers_(tick_shift_for(rte_get_tsc_hz()), kTimerSlots, rte_rdtsc()),
       capture_(s.capture) {
   for (const Port& p : s.ports->ports()) {
@@ -197,15 +199,14 @@ void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept 
     rte_pktmbuf_free(m);
     return;
   }
-  const uint32_t local = local_index_of(qpn);
-  if (local >= qps_.size() || qps_[local].on_packet == nullptr) [[unlikely]] {
+  const QpSlot& slot = qps_[local_index_of(qpn) & qp_slot_mask_];
+  if (slot.qpn != qpn || slot.endpoint.on_packet == nullptr) [[unlikely]] {
     counters_.rx_unknown_qp.add();
     rte_pktmbuf_free(m);
     return;
   }
   counters_.rx_delivered.add();
-  const QpEndpoint& qp = qps_[local];
-  qp.on_packet(qp.self, *this, parsed.packet, p, m);
+  slot.endpoint.on_packet(slot.endpoint.self, *this, parsed.packet, p, m);
 }
 
 void EngineContext::dispatch_neighbor(PortIndex p, rte_mbuf* m, bool is_arp, bool from_wire) noexcept {
@@ -508,28 +509,38 @@ Status Engine::register_qp(proto::Qpn qpn, QpEndpoint endpoint) {
     return Status::error("QPN " + std::to_string(qpn.value()) + " belongs to engine " + std::to_string(engine_of(qpn)) +
                          ", not engine " + std::to_string(id()));
   }
-  const uint32_t local = local_index_of(qpn);
-  if (local >= context_.qps_.size()) {  // the table's size never changes after construction
-    return Status::error("QPN " + std::to_string(qpn.value()) + ": local index " + std::to_string(local) +
-                         " is beyond engine.max_qps_per_engine (" + std::to_string(context_.qps_.size()) + ")");
-  }
   if (endpoint.on_packet == nullptr) return Status::error("register_qp: the endpoint has no packet handler");
-  bool taken = false;
+  const uint32_t slot = local_index_of(qpn) & context_.qp_slot_mask_;  // the table's size never changes
+  std::optional<proto::Qpn> taken;
   Status s = call([&](EngineContext& ctx) {
-    QpEndpoint& slot = ctx.qps_[local];
-    taken = slot.on_packet != nullptr;
-    if (!taken) slot = endpoint;
+    EngineContext::QpSlot& entry = ctx.qps_[slot];
+    if (entry.endpoint.on_packet != nullptr) {
+      taken = entry.qpn;
+    } else {
+      entry = {endpoint, qpn};
+    }
   });
   if (!s.ok()) return s;
-  if (taken) return Status::error("QPN " + std::to_string(qpn.value()) + " is already registered");
+  if (taken) {
+    return Status::error("QPN " + std::to_string(qpn.value()) + ": its slot " + std::to_string(slot) + " serves QPN " +
+                         std::to_string(taken->value()));
+  }
   return {};
 }
 
 Status Engine::unregister_qp(proto::Qpn qpn) {
-  if (engine_of(qpn) != id() || local_index_of(qpn) >= context_.qps_.size())
+  if (engine_of(qpn) != id())
     return Status::error("QPN " + std::to_string(qpn.value()) + " is not on engine " + std::to_string(id()));
-  const uint32_t local = local_index_of(qpn);
-  return call([&](EngineContext& ctx) { ctx.qps_[local] = QpEndpoint{}; });
+  const uint32_t slot = local_index_of(qpn) & context_.qp_slot_mask_;
+  bool registered = false;
+  Status s = call([&](EngineContext& ctx) {
+    EngineContext::QpSlot& entry = ctx.qps_[slot];
+    registered = entry.qpn == qpn && entry.endpoint.on_packet != nullptr;
+    if (registered) entry = {};
+  });
+  if (!s.ok()) return s;
+  if (!registered) return Status::error("QPN " + std::to_string(qpn.value()) + " is not registered");
+  return {};
 }
 
 Status Engine::add_poller(Poller poller) {

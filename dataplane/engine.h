@@ -51,7 +51,7 @@ inline constexpr uint16_t kMaxBurst = 64;  // upper bound for engine.rx_burst an
 inline constexpr std::size_t kMaxPollers = 64;
 inline constexpr uint16_t kMbufStash = 32;  // mbufs per alloc_mbuf() refill
 
-// A QP's receive entry point, stored in its engine's dense QP table (indexed by the QPN's local index).
+// A QP's receive entry point, stored in its engine's dense QP table (in the QPN's slot, qpn.h).
 // A plain function pointer and context instead of a virtual interface: one indirect call, no vtable load.
 struct QpEndpoint {
   // Called on the owning engine for every well-formed packet (ICRC checked) whose destination QP is this one.
@@ -184,7 +184,12 @@ class EngineContext {
   std::vector<PortIndex> port_index_of_id_;      // DPDK port id -> PortIndex, for redirected mbufs
   std::vector<TxQueue> tx_;                      // [port]
   std::unique_ptr<PortCounters[]> port_counters_;
-  std::vector<QpEndpoint> qps_;                     // [local index], engine.max_qps_per_engine entries
+  struct QpSlot {
+    QpEndpoint endpoint;
+    proto::Qpn qpn{};  // the number registered here: a packet for another generation of the slot finds no QP
+  };
+  std::vector<QpSlot> qps_;      // [qp_slot_of(qpn)], qp_table_size(engine.max_qps_per_engine) entries
+  const uint32_t qp_slot_mask_;  // qps_.size() - 1
   std::array<rte_mbuf*, kMbufStash> mbuf_stash_{};  // allocated and reset, not yet handed out
   uint16_t mbuf_stash_count_ = 0;
   std::array<rte_mbuf*, kMaxBurst> freed_mbufs_{};  // free_after_burst(), until flush_freed_mbufs()
@@ -222,7 +227,8 @@ class Engine {
   template <class Fn>
   [[nodiscard]] Status call(Fn&& fn);
 
-  // QP table. The QPN must belong to this engine (engine_of) with a local index below max_qps_per_engine.
+  // QP table. The QPN must belong to this engine (engine_of), and its slot (qpn.h) be free; unregister_qp fails
+  // unless the QPN is the one registered in its slot.
   [[nodiscard]] Status register_qp(proto::Qpn qpn, QpEndpoint endpoint);
   [[nodiscard]] Status unregister_qp(proto::Qpn qpn);
   [[nodiscard]] Status add_poller(Poller poller);

@@ -302,12 +302,16 @@ RcTransport::RcTransport(Dataplane& dataplane)
 Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   std::unique_ptr<RcTransport> t(new RcTransport(dataplane));
   const uint32_t max_qps = dataplane.config().engine.max_qps_per_engine;
+  t->qp_table_size_ = qp_table_size(max_qps);
+  const uint32_t generations = (kQpnLocalMask + 1) / t->qp_table_size_;
   for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
     t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps));
-    t->qp_slots_.emplace_back(max_qps, false);
-    t->qpn_time_wait_.emplace_back();
-    t->qp_slots_.back()[0] = true;              // QPN 0 is never used
-    if (e == 0) t->qp_slots_.back()[1] = true;  // QPN 1 is the GSI QP (connection management)
+    QpnSpace& space = t->qpn_spaces_.emplace_back();
+    space.in_use.assign(max_qps, false);
+    space.in_use[0] = true;              // slot 0 serves no QP (it holds QPN 0 on engine 0)
+    if (e == 0) space.in_use[1] = true;  // QPN 1 is the GSI QP (connection management)
+    space.next_generation.resize(max_qps);
+    for (uint32_t& g : space.next_generation) g = static_cast<uint32_t>(t->random_() % generations);
     const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
     if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());
   }
@@ -332,30 +336,31 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   const uint32_t sq = setup.send_queue->capacity();
   if (sq == 0 || (sq & (sq - 1)) != 0) return Status::error("send queue capacity must be a power of two");
   std::lock_guard lock(mutex_);
-  auto& slots = qp_slots_[engine];
-  auto& waiting = qpn_time_wait_[engine];
-  for (const auto now = std::chrono::steady_clock::now(); !waiting.empty() && waiting.front().first <= now;) {
-    slots[waiting.front().second] = false;
-    waiting.pop_front();
+  QpnSpace& space = qpn_spaces_[engine];
+  for (const auto now = std::chrono::steady_clock::now();
+       !space.time_wait.empty() && space.time_wait.front().first <= now; space.time_wait.pop_front()) {
+    space.waiting.erase(space.waiting.find(space.time_wait.front().second));
   }
-  // The first free slot from a random one on (so the QPN is not predictable), wrapping around.
-  const auto start = slots.begin() + static_cast<std::ptrdiff_t>(random_() % slots.size());
-  auto free = std::find(start, slots.end(), false);
-  if (free == slots.end()) {
-    free = std::find(slots.begin(), start, false);
-    if (free == start) free = slots.end();
+  // The first free slot from a random one on (so the QPN is not predictable), wrapping around, whose next number
+  // is not in time-wait; if every free slot's is, the first free slot's (the number that slot used longest ago).
+  const auto slots = static_cast<uint32_t>(space.in_use.size());
+  const uint32_t start = random_() % slots;
+  std::optional<uint32_t> slot;
+  std::optional<uint32_t> first_free;
+  for (uint32_t i = 0; i < slots && !slot; ++i) {
+    const uint32_t candidate = (start + i) % slots;
+    if (space.in_use[candidate]) continue;
+    if (!first_free) first_free = candidate;
+    if (!space.waiting.contains(next_local_index(space, candidate, false))) slot = candidate;
   }
-  if (free == slots.end()) {
-    if (waiting.empty()) return Status::error("engine " + std::to_string(engine) + " has no free QP");
-    free = slots.begin() + waiting.front().second;  // the longest in time-wait
-    waiting.pop_front();
-  }
-  *free = true;
-  const proto::Qpn qpn = make_qpn(engine, static_cast<uint32_t>(free - slots.begin()));
+  if (!slot) slot = first_free;
+  if (!slot) return Status::error("engine " + std::to_string(engine) + " has no free QP");
+  space.in_use[*slot] = true;
+  const proto::Qpn qpn = make_qpn(engine, next_local_index(space, *slot, true));
   auto qp = std::make_unique<RcQueuePair>(qpn, setup, *engines_[engine]);
   const Status s = dataplane_.engine(engine).register_qp(qpn, QpEndpoint{&RcQueuePair::on_packet, qp.get()});
   if (!s.ok()) {
-    *free = false;
+    space.in_use[*slot] = false;
     return s;
   }
   qps_.push_back(std::move(qp));
@@ -433,9 +438,23 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
     engines_[e]->forget(*qp);
   });
   if (!s.ok()) return s;
-  qpn_time_wait_[e].emplace_back(std::chrono::steady_clock::now() + kQpnTimeWait, local_index_of(qp->qpn()));
+  QpnSpace& space = qpn_spaces_[e];
+  const uint32_t local = local_index_of(qp->qpn());
+  space.in_use[qp_slot_of(qp->qpn(), qp_table_size_)] = false;  // free at once: its next number is another
+  space.time_wait.emplace_back(std::chrono::steady_clock::now() + kQpnTimeWait, local);
+  space.waiting.insert(local);
   qps_.erase(it);
   return Status{};
+}
+
+uint32_t RcTransport::next_local_index(QpnSpace& space, uint32_t slot, bool take) {
+  const uint32_t generations = (kQpnLocalMask + 1) / qp_table_size_;
+  uint32_t& generation = space.next_generation[slot];
+  // Never the local index kQpnLocalMask: on engine 15 it would make the multicast QPN 0xFFFFFF.
+  if (generation * qp_table_size_ + slot == kQpnLocalMask) generation = (generation + 1) % generations;
+  const uint32_t local = generation * qp_table_size_ + slot;
+  if (take) generation = (generation + 1) % generations;
+  return local;
 }
 
 RcTransport::Usage RcTransport::usage() {

@@ -24,6 +24,7 @@
 #include <mutex>
 #include <optional>
 #include <random>
+#include <unordered_set>
 #include <vector>
 
 #include "config/config.h"
@@ -235,17 +236,29 @@ class RcTransport {
   Dataplane& dataplane_;
   MemoryTable memory_;
   std::vector<std::unique_ptr<EngineTransport>> engines_;
-  std::vector<std::vector<bool>> qp_slots_;  // [engine][local index] in use (control path, under mutex_)
-  // A destroyed QP's number waits out a time-wait before it serves again: its peer's CM may still hold the old
-  // connection and would take a new one from that QPN for a stale one (IBTA 12.9.8.3.1; Linux's CM rejects it
-  // with "stale connection" for seconds). [engine]: (when it may serve again, local index), oldest first; a
-  // quarantined number is taken early only when no other is free. Under mutex_.
+  // The QP numbers of one engine (control path, under mutex_). A QP takes a free slot of the engine's QP table and
+  // the slot's next generation (qpn.h). A destroyed QP's number waits out a time-wait before it serves again: its
+  // peer's CM may still hold the old connection and would take a new one from that QPN for a stale one (IBTA
+  // 12.9.8.3.1; Linux's CM rejects it with "stale connection" for seconds). Its slot serves at once under the
+  // next number, so the rate at which QPs come and go is not bound by the table's size over the time-wait (4096
+  // slots once allowed ~1365 new QPs a second; a connection-rate benchmark found peers rejecting the rest as
+  // stale). A waiting number is taken early only when no free slot has another.
+  struct QpnSpace {
+    std::vector<bool> in_use;               // [slot], the first engine.max_qps_per_engine slots of the table
+    std::vector<uint32_t> next_generation;  // [slot], cycling (from a random one) through the slot's numbers
+    std::deque<std::pair<std::chrono::steady_clock::time_point, uint32_t>> time_wait;  // (until, local index)
+    std::unordered_multiset<uint32_t> waiting;                                         // the local indexes in time_wait
+  };
   static constexpr std::chrono::seconds kQpnTimeWait{3};
-  std::vector<std::deque<std::pair<std::chrono::steady_clock::time_point, uint32_t>>> qpn_time_wait_;
+  // The local index `slot`'s next QPN takes; advances the slot's generation when `take`.
+  uint32_t next_local_index(QpnSpace& space, uint32_t slot, bool take);
+  std::vector<QpnSpace> qpn_spaces_;  // [engine]
+  uint32_t qp_table_size_ = 0;        // qp_table_size(engine.max_qps_per_engine)
   std::vector<std::unique_ptr<RcQueuePair>> qps_;
   std::vector<uint32_t> free_memory_slots_;
   uint32_t next_memory_slot_ = 1;
-  // Identifiers an off-path attacker cannot guess from the last run: QPNs take a random free slot, and key
+  // Identifiers an off-path attacker cannot guess from the last run: QPNs take a random free slot and start each
+  // slot's generations at a random one, and key
   // bytes start at a random value per transport (NICs vary their key bytes the same way). Under mutex_.
   std::mt19937 random_;
   uint8_t key_generation_ = 0;

@@ -512,7 +512,7 @@ TEST_F(HostilePeer, ForeignPartitionsTransportsQueuePairsAndBrokenFramesAreDropp
   uc.payload = evil;
   frames.push_back(frame_of(uc));
   PacketSpec other_qp = write_only_packet(expected_psn, *rw, 0, evil);
-  other_qp.dest_qp = make_qpn(kVictimEngine, 1000);  // beyond the engine's QP table
+  other_qp.dest_qp = make_qpn(kVictimEngine, 1000);  // a number no QP of the engine has
   frames.push_back(frame_of(other_qp));
   other_qp.dest_qp = make_qpn(9, 5);  // no engine 9
   frames.push_back(frame_of(other_qp));

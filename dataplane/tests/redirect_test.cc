@@ -62,7 +62,7 @@ TEST_F(RedirectTest, GsiBelongsToEngineZeroAndUnknownQpsAreCounted) {
   const proto::Qpn targets[] = {
       proto::kGsiQpn, make_qpn(1, 200),  // engine 1, nothing registered: counted there after the redirect
       make_qpn(5, 1),                    // no engine 5: counted on the receiving engine
-      make_qpn(0, 255 + 1000),           // beyond max_qps_per_engine
+      make_qpn(0, 256 + 1),              // the GSI's slot of the 256 (qpn.h) in another generation: not QPN 1
   };
   FrameGenerator traffic(kPortA, 4, [&](uint64_t i, std::span<uint8_t> out) {
     return proto::build_packet(roce_spec(dp, kPortA, kPortB, targets[i], Opcode::kRcSendOnly, 0), out);
@@ -75,13 +75,16 @@ TEST_F(RedirectTest, GsiBelongsToEngineZeroAndUnknownQpsAreCounted) {
 TEST_F(RedirectTest, RegistrationIsCheckedOnTheControlPath) {
   Dataplane& dp = start(loopback_config());
   RecordingEndpoint endpoint;
-  EXPECT_FALSE(dp.engine(0).register_qp(make_qpn(1, 3), endpoint.endpoint()).ok());     // engine 1's QPN
-  EXPECT_FALSE(dp.engine(1).register_qp(make_qpn(1, 4096), endpoint.endpoint()).ok());  // beyond the table
-  EXPECT_FALSE(dp.engine(1).register_qp(make_qpn(1, 3), QpEndpoint{}).ok());            // no handler
+  EXPECT_FALSE(dp.engine(0).register_qp(make_qpn(1, 3), endpoint.endpoint()).ok());  // engine 1's QPN
+  EXPECT_FALSE(dp.engine(1).register_qp(make_qpn(1, 3), QpEndpoint{}).ok());         // no handler
   ASSERT_TRUE(dp.engine(1).register_qp(make_qpn(1, 3), endpoint.endpoint()).ok());
   EXPECT_FALSE(dp.engine(1).register_qp(make_qpn(1, 3), endpoint.endpoint()).ok());  // taken
+  // A table of 256 slots (qpn.h): local index 256 + 3 is slot 3 in its next generation.
+  EXPECT_FALSE(dp.engine(1).register_qp(make_qpn(1, 256 + 3), endpoint.endpoint()).ok());  // the slot is taken
+  EXPECT_FALSE(dp.engine(1).unregister_qp(make_qpn(1, 256 + 3)).ok());  // not the number registered there
   ASSERT_TRUE(dp.engine(1).unregister_qp(make_qpn(1, 3)).ok());
-  EXPECT_TRUE(dp.engine(1).register_qp(make_qpn(1, 3), endpoint.endpoint()).ok());
+  EXPECT_FALSE(dp.engine(1).unregister_qp(make_qpn(1, 3)).ok());  // not registered any more
+  EXPECT_TRUE(dp.engine(1).register_qp(make_qpn(1, 256 + 3), endpoint.endpoint()).ok());
   EXPECT_FALSE(dp.engine(0).remove_poller(&endpoint).ok());
 
   // Engines never block on commands, not even to another engine.
