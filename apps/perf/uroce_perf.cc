@@ -161,16 +161,18 @@ int run_remote(const Options& o, const config::Config& cfg, std::size_t port, Ad
                        },
                        error);
   if (!exchange) return complain("%s", error.c_str()), 1;
-  PerftestSession session(std::move(exchange), o.client(), std::chrono::seconds(o.timeout));
+  auto session = std::make_unique<PerftestSession>(std::move(exchange), o.client(), std::chrono::seconds(o.timeout));
   bool ran = false;
   {
     Role role(o,
               Side{adapter, *ip, cfg.ports[port].device, o.client(), std::nullopt, stdout, cm_server, listener.get()},
-              session);
+              *session);
     ran = role.run();
   }  // the QPs and their resources are closed here
+  // The listener's close waits for every connector it handed out: over -R the exchange's connection is one.
+  if (listener) session.reset();
   listener.reset();
-  stop_polling_with_peer(*adapter, session.transport().stream());
+  stop_polling_with_peer(*adapter, session ? session->transport().stream() : nullptr);
   return ran ? 0 : 1;
 }
 

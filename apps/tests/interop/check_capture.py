@@ -112,15 +112,16 @@ def main():
     ap.add_argument("--iters", type=int, default=0, help="expected messages per direction")
     ap.add_argument("--one-way", action="store_true", help="messages flow in one direction only (bandwidth tests)")
     ap.add_argument("--cm-connection", type=int, default=0,
-                    help="count only the RC traffic of the K-th connection the CM made (its QPNs from its REQ and "
-                         "REP); every packet is still checked on its own")
+                    help="count only the RC traffic of the K-th connection the CM made, i.e. the K-th REQ a REP "
+                         "answered (the QPNs of both); every packet is still checked on its own")
     ap.add_argument("--cm-retransmitted", action="store_true",
                     help="every direction that carries CM MADs retransmitted one (the same attribute and TID again)")
     ap.add_argument("--quiet", action="store_true")
     a = ap.parse_args()
-    # --cm-connection: the REQs' local communication IDs in order of first appearance, and the QPNs of the chosen
-    # connection (its REQ's local QPN, then its REP's).
-    req_ids = []
+    # --cm-connection: each REQ's QPN by its local communication ID, the REQs a REP answered in order, and the two
+    # QPNs of the chosen connection.
+    req_qpns = {}  # a REQ's local communication ID -> its QPN
+    replied = []   # the communication IDs of REQs a REP answered, in order
     selected_qpns = set() if a.cm_connection else None
     other_connections = 0
 
@@ -249,14 +250,14 @@ def main():
                         d["cm_retrans"][CM_ATTRIBUTES[attribute]] += 1
                     d["cm_tids"].add(sent)
                     if a.cm_connection and CM_ATTRIBUTES[attribute] == "REQ":
-                        comm_id = mad[24:28]
-                        if comm_id not in req_ids:
-                            req_ids.append(comm_id)
-                            if len(req_ids) == a.cm_connection:
-                                selected_qpns.add(int.from_bytes(mad[56:59], "big"))
-                    elif (a.cm_connection and CM_ATTRIBUTES[attribute] == "REP" and
-                          len(req_ids) >= a.cm_connection and mad[28:32] == req_ids[a.cm_connection - 1]):
-                        selected_qpns.add(int.from_bytes(mad[36:39], "big"))
+                        req_qpns.setdefault(mad[24:28], int.from_bytes(mad[56:59], "big"))
+                    elif a.cm_connection and CM_ATTRIBUTES[attribute] == "REP" and mad[28:32] in req_qpns:
+                        # A connection is made when its REQ is answered by a REP; a rejected REQ (a server not
+                        # listening yet, retried) makes none.
+                        if mad[28:32] not in replied:
+                            replied.append(mad[28:32])
+                            if len(replied) == a.cm_connection:
+                                selected_qpns.update({req_qpns[mad[28:32]], int.from_bytes(mad[36:39], "big")})
             continue
         if selected_qpns is not None and dqp not in selected_qpns:
             other_connections += 1
@@ -425,7 +426,7 @@ def main():
               f"{', '.join(f'0x{q:06x}' for q in sorted(selected_qpns)) or 'none'}); "
               f"{other_connections} packets of other connections checked on their own only")
         if len(selected_qpns) != 2:
-            errors.append(f"CM connection {a.cm_connection} was not made (REQ and REP not both seen)")
+            errors.append(f"CM connection {a.cm_connection} was not made (fewer REQs answered by a REP)")
     for (src, dst), d in sorted(dirs.items()):
         ops = ", ".join(f"{k} {v}" for k, v in sorted(d["ops"].items()))
         line = (f"  {src} -> {dst}: {ops}; messages {len(d['msgs'])}"
