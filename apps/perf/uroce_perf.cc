@@ -169,8 +169,10 @@ int run_remote(const Options& o, const config::Config& cfg, std::size_t port, Ad
               *session);
     ran = role.run();
   }  // the QPs and their resources are closed here
-  // The listener's close waits for every connector it handed out: over -R the exchange's connection is one.
-  if (listener) session.reset();
+  // Over -R the exchange is an RDMA connection: it ends while the engines still poll (its DREQ must go out), and
+  // before the listener that handed it out (whose close waits for it). Over TCP the stream stays open for
+  // stop_polling_with_peer().
+  if (o.rdma_cm) session.reset();
   listener.reset();
   stop_polling_with_peer(*adapter, session ? session->transport().stream() : nullptr);
   return ran ? 0 : 1;
