@@ -1,0 +1,406 @@
+#include "apps/nvmf/rdma_transport.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <variant>
+
+namespace uroce::nvmf {
+
+using namespace uroce::ndk;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+uint16_t le16(std::span<const uint8_t> bytes, std::size_t at) {
+  return static_cast<uint16_t>(bytes[at] | bytes[at + 1] << 8);
+}
+
+uint64_t now_ms() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count());
+}
+
+// Request contexts: what a completion is about, and which receive buffer or command slot.
+enum class Work : uint64_t { kReceive = 1, kRead = 2, kWrite = 3, kResponse = 4 };
+void* context_of(Work work, uint32_t index) {
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(static_cast<uint64_t>(work) << 32 | index));
+}
+Work work_of(void* context) { return static_cast<Work>(reinterpret_cast<uintptr_t>(context) >> 32); }
+uint32_t index_of(void* context) { return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(context)); }
+
+constexpr NvmeStatus kDataTransferError = 0x4004;  // generic status 0x04, DNR: the RDMA READ of its data failed
+
+CommandResult failed_with(NvmeStatus status) {
+  CommandResult r;
+  r.status = status;
+  return r;
+}
+
+}  // namespace
+
+std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8_t> private_data,
+                                                           const TargetLimits& limits) {
+  if (private_data.size() < kRdmaCmPrivateDataSize) return RdmaCmReject::kInvalidLength;
+  RdmaCmRequest r;
+  r.recfmt = le16(private_data, 0);
+  r.qid = le16(private_data, 2);
+  r.hrqsize = le16(private_data, 4);
+  r.hsqsize = le16(private_data, 6);
+  r.cntlid = le16(private_data, 8);
+  if (r.recfmt != 0) return RdmaCmReject::kInvalidRecfmt;
+  if (r.qid > limits.max_io_queues) return RdmaCmReject::kInvalidQid;
+  // The admin queue holds at most 32 commands (NVME_AQ_DEPTH); an I/O queue at most CAP.MQES + 1.
+  const uint32_t max_entries = r.qid == 0 ? 32u : limits.max_queue_size;
+  if (r.hsqsize + 1u > max_entries) return RdmaCmReject::kInvalidHsqsize;
+  // The host must take a response for every command it may have outstanding (nvmet's check).
+  if (r.hrqsize < r.hsqsize + 1u || r.hrqsize > max_entries + 1u) return RdmaCmReject::kInvalidHrqsize;
+  return r;
+}
+
+// ------------------------------------------------------------------------------------------------ one queue
+
+// One NVMe queue pair on one RC connection: a receive per command the host may have outstanding (posted before
+// the accept, as the host may send as soon as it has the REP), and a command slot (SQE copy and data buffer) per
+// command in flight, free again once its response SEND completed.
+class RdmaQueue {
+ public:
+  static std::unique_ptr<RdmaQueue> create(Adapter& adapter, NvmfTarget& target, Connector* connector,
+                                           const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
+                                           std::string& error);
+  ~RdmaQueue();
+  RdmaQueue(const RdmaQueue&) = delete;
+  RdmaQueue& operator=(const RdmaQueue&) = delete;
+
+  bool poll(TransportCounters& counters);
+  // The host disconnected, the connection failed, or the controller is gone: the transport closes the queue.
+  [[nodiscard]] bool finished() const {
+    return peer_gone_.load(std::memory_order_relaxed) || failed_ || (queue_->connected() && queue_->dead());
+  }
+
+ private:
+  struct Slot {
+    std::array<uint8_t, kSqeSize> sqe{};
+    CommandPlan plan;
+    uint8_t* data = nullptr;
+    bool invalidate = false;  // the SGL asked for SEND with Invalidate of `key`
+    uint32_t key = 0;
+  };
+
+  RdmaQueue(Adapter& adapter, Connector* connector) : adapter_(adapter), connector_(connector) {}
+  std::string open(uint16_t engine);
+  bool post_receive(uint32_t buffer);
+  uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
+  void on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters);
+  void run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters);
+  void post_read(uint32_t slot, TransportCounters& counters);
+  void respond(uint32_t slot, const CommandResult& result, TransportCounters& counters);
+  void fail() { failed_ = true; }
+  static void on_disconnect(void* context) {
+    static_cast<RdmaQueue*>(context)->peer_gone_.store(true, std::memory_order_relaxed);
+  }
+
+  Adapter& adapter_;
+  Connector* connector_;
+  std::unique_ptr<NvmfQueue> queue_;
+  uint32_t entries_ = 0;       // commands the host may have outstanding: receives and slots
+  uint32_t capsule_size_ = 0;  // SQE plus in-capsule data (I/O queues)
+  uint32_t data_size_ = 0;     // per slot: the largest transfer (MDTS)
+  std::unique_ptr<uint8_t, decltype(&std::free)> memory_{nullptr, &std::free};
+  Cq* recv_cq_ = nullptr;
+  Cq* send_cq_ = nullptr;
+  Pd* pd_ = nullptr;
+  Mr* mr_ = nullptr;
+  Qp* qp_ = nullptr;
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+  std::deque<uint32_t> waiting_reads_;  // slots whose RDMA READ waits for the host's responder resources
+  uint32_t reads_outstanding_ = 0;
+  uint32_t read_limit_ = 1;
+  apps::Request accepted_;
+  std::atomic<bool> peer_gone_{false};
+  bool failed_ = false;
+};
+
+std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& target, Connector* connector,
+                                             const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
+                                             std::string& error) {
+  std::unique_ptr<RdmaQueue> q(new RdmaQueue(adapter, connector));
+  const TargetLimits& limits = target.limits();
+  q->entries_ = request.hsqsize + 1u;
+  q->capsule_size_ = static_cast<uint32_t>(kSqeSize) + (request.qid == 0 ? 0 : limits.inline_data_size);
+  q->data_size_ = 4096u << limits.mdts;
+  q->read_limit_ = std::max<uint32_t>(read_limit, 1);
+  q->queue_ = target.open_queue(request.qid, static_cast<uint16_t>(q->entries_));
+  if (error = q->open(engine); !error.empty()) return nullptr;
+  // The REP's private data: recfmt 0 and crqsize, the receives we keep posted (struct nvme_rdma_cm_rep).
+  std::array<uint8_t, kRdmaCmPrivateDataSize> reply{};
+  reply[2] = static_cast<uint8_t>(q->entries_);
+  reply[3] = static_cast<uint8_t>(q->entries_ >> 8);
+  // We never let the host READ from us; our READs of its data are limited by its responder resources.
+  const NTSTATUS s = connector->NdkAccept(q->qp_, 0, q->read_limit_, reply.data(), reply.size(), &on_disconnect,
+                                          q.get(), &apps::Request::complete, &q->accepted_);
+  if (s != STATUS_PENDING && s != STATUS_SUCCESS) {
+    error = std::string("NdkAccept: ") + NdkStatusName(s);
+    return nullptr;
+  }
+  if (s == STATUS_SUCCESS) apps::Request::complete(&q->accepted_, s);
+  return q;
+}
+
+std::string RdmaQueue::open(uint16_t engine) {
+  const std::size_t receive_bytes = std::size_t{entries_} * capsule_size_;
+  const std::size_t bytes = (receive_bytes + std::size_t{entries_} * data_size_ + 4095) / 4096 * 4096;
+  memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
+  if (!memory_) return "no memory for the queue's buffers";
+  slots_.resize(entries_);
+  for (uint32_t i = 0; i < entries_; ++i) {
+    slots_[i].data = memory_.get() + receive_bytes + std::size_t{i} * data_size_;
+    free_slots_.push_back(entries_ - 1 - i);
+  }
+  const GroupAffinity affinity = adapter_.UroceEngineAffinity(engine);
+  // Per command at most an RDMA READ or WRITE and the response SEND.
+  const uint32_t send_depth = 2 * entries_ + 2;
+  NTSTATUS s = adapter_.NdkCreateCq(entries_, nullptr, nullptr, &affinity, nullptr, nullptr, &recv_cq_);
+  if (s == STATUS_SUCCESS)
+    s = adapter_.NdkCreateCq(send_depth, nullptr, nullptr, &affinity, nullptr, nullptr, &send_cq_);
+  if (s == STATUS_SUCCESS) s = adapter_.NdkCreatePd(nullptr, nullptr, &pd_);
+  if (s == STATUS_SUCCESS) s = pd_->NdkCreateMr(false, nullptr, nullptr, &mr_);
+  if (s == STATUS_SUCCESS)
+    s = mr_->NdkRegisterMr(memory_.get(), bytes, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr);
+  if (s == STATUS_SUCCESS)
+    s = pd_->NdkCreateQp(recv_cq_, send_cq_, this, entries_, send_depth, 1, 1, kCqeSize, nullptr, nullptr, &qp_);
+  if (s != STATUS_SUCCESS) return std::string("the queue's QP and buffers: ") + NdkStatusName(s);
+  for (uint32_t i = 0; i < entries_; ++i) {
+    if (!post_receive(i)) return "posting the queue's receives failed";
+  }
+  return {};
+}
+
+RdmaQueue::~RdmaQueue() {
+  // A connection the host already ended disconnects at once; else a DREQ, answered or timed out by the CM.
+  (void)apps::disconnect_and_close(connector_, std::chrono::seconds(2));
+  if (qp_ != nullptr) qp_->NdkCloseQp(nullptr, nullptr);  // flushes whatever is still posted
+  if (mr_ != nullptr) {
+    mr_->NdkDeregisterMr(nullptr, nullptr);
+    mr_->NdkCloseMr(nullptr, nullptr);
+  }
+  if (pd_ != nullptr) pd_->NdkClosePd(nullptr, nullptr);
+  if (send_cq_ != nullptr) send_cq_->NdkCloseCq(nullptr, nullptr);
+  if (recv_cq_ != nullptr) recv_cq_->NdkCloseCq(nullptr, nullptr);
+  queue_.reset();  // the admin queue's controller goes with it
+}
+
+bool RdmaQueue::post_receive(uint32_t buffer) {
+  const NdkSge sge{receive_buffer(buffer), capsule_size_, mr_->NdkGetLocalTokenFromMr()};
+  if (qp_->NdkReceive(context_of(Work::kReceive, buffer), &sge, 1) == STATUS_SUCCESS) return true;
+  fail();
+  return false;
+}
+
+bool RdmaQueue::poll(TransportCounters& counters) {
+  bool busy = false;
+  if (accepted_.done.load(std::memory_order_acquire) && accepted_.status.load() != STATUS_SUCCESS) fail();
+  std::array<NdkResult, 16> results;
+  // Sends first: a finished response frees its slot for the commands below.
+  for (uint32_t n; (n = send_cq_->NdkGetCqResults(results.data(), results.size())) != 0;) {
+    busy = true;
+    for (uint32_t i = 0; i < n; ++i) {
+      const NdkResult& r = results[i];
+      const uint32_t slot = index_of(r.RequestContext);
+      if (r.Status != STATUS_SUCCESS) {
+        fail();  // the connection broke (or is being flushed): the transport closes the queue
+        continue;
+      }
+      switch (work_of(r.RequestContext)) {
+        case Work::kRead:
+          --reads_outstanding_;
+          run(slot, std::span(slots_[slot].data, slots_[slot].plan.length), counters);
+          while (!waiting_reads_.empty() && reads_outstanding_ < read_limit_) {
+            const uint32_t next = waiting_reads_.front();
+            waiting_reads_.pop_front();
+            post_read(next, counters);
+          }
+          break;
+        case Work::kResponse:
+          free_slots_.push_back(slot);
+          break;
+        default:
+          break;  // WRITEs are silent unless they fail
+      }
+    }
+  }
+  for (uint32_t n; (n = recv_cq_->NdkGetCqResults(results.data(), results.size())) != 0;) {
+    busy = true;
+    for (uint32_t i = 0; i < n; ++i) {
+      if (results[i].Status != STATUS_SUCCESS) {
+        fail();
+        continue;
+      }
+      on_capsule(index_of(results[i].RequestContext), results[i].BytesTransferred, counters);
+    }
+  }
+  return busy;
+}
+
+void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters) {
+  ++counters.capsules;
+  // A capsule shorter than an SQE, or more commands than the host may have outstanding (it ignored the SQ head
+  // we report): nothing to answer, as nvmet drops them. The receive goes back either way.
+  if (length < kSqeSize || free_slots_.empty()) {
+    ++counters.bad_capsules;
+    (void)post_receive(buffer);
+    return;
+  }
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  Slot& s = slots_[slot];
+  const uint8_t* capsule = receive_buffer(buffer);
+  std::memcpy(s.sqe.data(), capsule, kSqeSize);
+  const Sgl sgl = parse_sgl(std::span<const uint8_t, 16>(capsule + 24, 16));
+  s.invalidate = sgl.invalidate;  // sub-type 0xF, whatever the length
+  s.key = sgl.key;
+  s.plan = queue_->plan(std::span<const uint8_t, kSqeSize>(s.sqe), length - kSqeSize);
+  if (s.plan.status != kStatusSuccess) {
+    (void)post_receive(buffer);
+    respond(slot, failed_with(s.plan.status), counters);
+    return;
+  }
+  if (s.plan.direction == DataDirection::kHostToController && s.plan.sgl.kind == SglKind::kInCapsule) {
+    // The data is in this receive buffer: run before the buffer goes back (plan() checked it lies within).
+    std::memcpy(s.data, capsule + kSqeSize + s.plan.sgl.address, s.plan.length);
+    (void)post_receive(buffer);
+    run(slot, std::span(s.data, s.plan.length), counters);
+    return;
+  }
+  (void)post_receive(buffer);
+  if (s.plan.direction == DataDirection::kHostToController) {
+    if (reads_outstanding_ < read_limit_) {
+      post_read(slot, counters);
+    } else {
+      waiting_reads_.push_back(slot);
+    }
+    return;
+  }
+  run(slot, std::span(s.data, data_size_), counters);
+}
+
+void RdmaQueue::post_read(uint32_t slot, TransportCounters& counters) {
+  Slot& s = slots_[slot];
+  const NdkSge sge{s.data, s.plan.length, mr_->NdkGetLocalTokenFromMr()};
+  const NTSTATUS st = qp_->NdkRead(context_of(Work::kRead, slot), &sge, 1, s.plan.sgl.address, s.plan.sgl.key, 0);
+  if (st != STATUS_SUCCESS) {
+    respond(slot, failed_with(kDataTransferError), counters);
+    return;
+  }
+  ++reads_outstanding_;
+  ++counters.rdma_reads;
+}
+
+void RdmaQueue::run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters) {
+  Slot& s = slots_[slot];
+  const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms());
+  if (result.held) return;  // an AER: its slot stays taken until an event or the queue's end
+  if (result.status == kStatusSuccess && s.plan.direction == DataDirection::kControllerToHost &&
+      result.data_length != 0) {
+    // WRITE then SEND on one QP: the host sees the data before the response (IBTA C9-28, in-order delivery).
+    const NdkSge sge{s.data, std::min(result.data_length, s.plan.length), mr_->NdkGetLocalTokenFromMr()};
+    if (qp_->NdkWrite(context_of(Work::kWrite, slot), &sge, 1, s.plan.sgl.address, s.plan.sgl.key,
+                      NDK_OP_FLAG_SILENT_SUCCESS) != STATUS_SUCCESS) {
+      fail();
+      return;
+    }
+    ++counters.rdma_writes;
+  }
+  respond(slot, result, counters);
+}
+
+void RdmaQueue::respond(uint32_t slot, const CommandResult& result, TransportCounters& counters) {
+  Slot& s = slots_[slot];
+  std::array<uint8_t, kCqeSize> cqe =
+      make_cqe(result, queue_->sq_head(), queue_->qid(), command_id(std::span<const uint8_t, kSqeSize>(s.sqe)));
+  // Inline: the CQE is copied at post time, so it needs no buffer of its own.
+  const NdkSge sge{cqe.data(), kCqeSize, 0};
+  NTSTATUS st;
+  if (s.invalidate) {
+    st = qp_->NdkSendAndInvalidate(context_of(Work::kResponse, slot), &sge, 1, NDK_OP_FLAG_INLINE, s.key);
+    ++counters.send_with_invalidate;
+  } else {
+    st = qp_->NdkSend(context_of(Work::kResponse, slot), &sge, 1, NDK_OP_FLAG_INLINE);
+  }
+  if (st != STATUS_SUCCESS) fail();
+}
+
+// ---------------------------------------------------------------------------------------------- transport
+
+std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget& target,
+                                                    const std::vector<sockaddr_storage>& listen, std::string& error) {
+  std::unique_ptr<RdmaTransport> t(new RdmaTransport(adapter, target));
+  for (const sockaddr_storage& address : listen) {
+    std::unique_ptr<apps::CmListener> l = apps::CmListener::listen(adapter, address, error);
+    if (!l) return nullptr;
+    t->listeners_.push_back(std::move(l));
+  }
+  return t;
+}
+
+RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target) : adapter_(adapter), target_(target) {}
+
+RdmaTransport::~RdmaTransport() {
+  queues_.clear();  // every connection ends before the listeners that handed them out
+  listeners_.clear();
+}
+
+void RdmaTransport::accept(Connector* connector) {
+  uint32_t ird = 0, ord = 0, length = 0;
+  (void)connector->NdkGetConnectionData(nullptr, nullptr, nullptr, &length);
+  std::vector<uint8_t> data(length);
+  const NTSTATUS s = connector->NdkGetConnectionData(&ird, &ord, data.data(), &length);
+  std::variant<RdmaCmRequest, RdmaCmReject> checked =
+      s == STATUS_SUCCESS ? check_cm_request(std::span(data.data(), length), target_.limits())
+                          : std::variant<RdmaCmRequest, RdmaCmReject>(RdmaCmReject::kInvalidLength);
+  RdmaCmReject reject = RdmaCmReject::kNoResources;
+  if (const auto* request = std::get_if<RdmaCmRequest>(&checked)) {
+    std::string error;
+    const uint16_t engine = static_cast<uint16_t>(next_engine_++ % adapter_.UroceEngineCount());
+    // Our READs of the host's data: as many at once as its responder resources allow (the peer's IRD).
+    if (std::unique_ptr<RdmaQueue> q = RdmaQueue::create(adapter_, target_, connector, *request, engine, ird, error)) {
+      queues_.push_back(std::move(q));
+      ++counters_.queues_accepted;
+      return;
+    }
+  } else {
+    reject = std::get<RdmaCmReject>(checked);
+  }
+  // struct nvme_rdma_cm_rej: recfmt 0, then the status, little-endian.
+  const std::array<uint8_t, 4> rej{0, 0, static_cast<uint8_t>(reject), 0};
+  (void)connector->NdkReject(rej.data(), rej.size());
+  connector->NdkCloseConnector(nullptr, nullptr);
+  ++counters_.queues_rejected;
+}
+
+bool RdmaTransport::poll() {
+  bool busy = false;
+  for (auto& l : listeners_) {
+    while (Connector* c = l->next(Clock::time_point::min())) {
+      accept(c);
+      busy = true;
+    }
+  }
+  for (auto& q : queues_) busy |= q->poll(counters_);
+  // I/O queues before their admin queue: the admin queue's end destroys the controller.
+  const auto gone = std::stable_partition(queues_.begin(), queues_.end(), [](const auto& q) { return !q->finished(); });
+  if (gone != queues_.end()) {
+    counters_.queues_closed += static_cast<uint64_t>(queues_.end() - gone);
+    queues_.erase(gone, queues_.end());
+    busy = true;
+  }
+  const auto now = Clock::now();
+  if (now - last_tick_ > std::chrono::milliseconds(100)) {
+    target_.tick(now_ms());
+    last_tick_ = now;
+  }
+  return busy;
+}
+
+}  // namespace uroce::nvmf

@@ -1,0 +1,95 @@
+// The NVMe-oF RDMA transport binding (NVMe-oF 1.1 §7.3; Linux's drivers/nvme/target/rdma.c is the model) on the
+// NDK API: queues arrive as RDMA CM connections whose private data names the queue and its sizes; each command
+// capsule lands in a posted receive, its data moves by RDMA READ (host to controller, keyed SGL), in the capsule
+// (in-capsule data), or by RDMA WRITE (controller to host), and the 16-byte response goes back as a SEND, or as a
+// SEND with Invalidate of the host's key when its SGL asked for it (sub-type 0xF).
+//
+// Facts: ../shared/ref/cm-nvmf-dcqcn.md §2.2-2.3. Everything runs on the thread that calls poll(); the notifier
+// only queues incoming connections (CmListener) and disconnect events.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <sys/socket.h>
+
+#include "api/ndk.h"
+#include "apps/common/cm_connection.h"
+#include "apps/nvmf/nvme/nvmf_target.h"
+
+namespace uroce::nvmf {
+
+// The RDMA CM private data of NVMe-oF (include/linux/nvme-rdma.h): the host's request, 32 bytes little-endian.
+struct RdmaCmRequest {
+  uint16_t recfmt = 0;
+  uint16_t qid = 0;
+  uint16_t hrqsize = 0;  // the host's receive queue: responses it can take
+  uint16_t hsqsize = 0;  // the host's send queue, 0's based: commands it may have outstanding
+  uint16_t cntlid = 0;
+};
+inline constexpr std::size_t kRdmaCmPrivateDataSize = 32;
+// NVMe RDMA reject codes (struct nvme_rdma_cm_rej's sts).
+enum class RdmaCmReject : uint16_t {
+  kInvalidLength = 1,
+  kInvalidRecfmt = 2,
+  kInvalidQid = 3,
+  kInvalidHsqsize = 4,
+  kInvalidHrqsize = 5,
+  kNoResources = 6,
+};
+// Parses and checks a request against the target's limits (the admin queue holds at most 32 entries): the
+// request, or the reject code to answer with.
+[[nodiscard]] std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8_t> private_data,
+                                                                         const TargetLimits& limits);
+
+struct TransportCounters {
+  uint64_t queues_accepted = 0;
+  uint64_t queues_rejected = 0;
+  uint64_t queues_closed = 0;
+  uint64_t capsules = 0;
+  uint64_t bad_capsules = 0;  // shorter than an SQE: dropped, as nvmet does
+  uint64_t rdma_reads = 0;
+  uint64_t rdma_writes = 0;
+  uint64_t send_with_invalidate = 0;
+};
+
+class RdmaQueue;
+
+class RdmaTransport {
+ public:
+  // Listens on every address in `listen` (port included) through `adapter`.
+  [[nodiscard]] static std::unique_ptr<RdmaTransport> start(ndk::Adapter& adapter, NvmfTarget& target,
+                                                            const std::vector<sockaddr_storage>& listen,
+                                                            std::string& error);
+  ~RdmaTransport();  // disconnects every queue
+  RdmaTransport(const RdmaTransport&) = delete;
+  RdmaTransport& operator=(const RdmaTransport&) = delete;
+
+  // Accepts new queues, runs every queue's completions, drops queues whose host or controller is gone, and ticks
+  // the target's keep-alive timers. Returns true if anything happened (the caller may idle otherwise).
+  bool poll();
+
+  [[nodiscard]] const TransportCounters& counters() const noexcept { return counters_; }
+  [[nodiscard]] std::size_t queue_count() const noexcept { return queues_.size(); }
+
+ private:
+  RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target);
+  void accept(ndk::Connector* connector);
+
+  ndk::Adapter& adapter_;
+  NvmfTarget& target_;
+  std::vector<std::unique_ptr<apps::CmListener>> listeners_;
+  std::vector<std::unique_ptr<RdmaQueue>> queues_;
+  TransportCounters counters_;
+  std::chrono::steady_clock::time_point last_tick_{};
+  uint16_t next_engine_ = 0;
+};
+
+}  // namespace uroce::nvmf

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# uroce-nvmf-target against Linux's NVMe-oF host (nvme-rdma over rdma_rxe, in a QEMU guest of the rxe-peer
+# harness): nvme discover; nvme connect with two I/O queues; fio random read/write with crc32c verification over
+# 64 MiB in several jobs; mkfs.ext4, files written, unmounted, disconnected, reconnected and checked by sha256;
+# nvme disconnect. Every packet is captured on the guest's tap and checked (check_capture.py; tshark when installed).
+#
+# usage: run_nvmf_interop.sh UROCE_NVMF_TARGET
+#
+# Environment, besides harness.sh's: INTEROP_PMTUS (default "4096"), INTEROP_FIO_SIZE (default 64M),
+# INTEROP_QUEUE_SIZE (default "32 128": one connect per size).
+set -uo pipefail
+
+TARGET=$(readlink -f "${1:?usage: run_nvmf_interop.sh UROCE_NVMF_TARGET}")
+HARNESS_PROJECT=$(cd "$(dirname "$0")/../../.." && pwd)
+# shellcheck source=../../tests/interop/harness.sh
+. "$HARNESS_PROJECT/apps/tests/interop/harness.sh"
+PMTUS=${INTEROP_PMTUS:-4096}
+FIO_SIZE=${INTEROP_FIO_SIZE:-64M}
+QUEUE_SIZES=${INTEROP_QUEUE_SIZE:-32 128}
+NQN=nqn.2026-11.io.uroce:ram0
+
+harness_require
+[ -x "$TARGET" ] || { log "no uroce-nvmf-target at $TARGET"; exit 1; }
+
+g() { "$TOOLS/exec.sh" g1 --timeout "${G_TIMEOUT:-120}" "$@"; }
+
+# One step of a case: its output goes to the case's guest log; a failure is remembered with the step's name.
+step() {
+  local what=$1
+  shift
+  echo "### $what: $*" >>"$glog"
+  if ! g "$*" >>"$glog" 2>&1; then
+    log "  step failed: $what"
+    failed_steps+=" $what"
+    return 1
+  fi
+}
+
+# The guest's block device of our subsystem, once connected.
+device_of() {
+  g "for d in /sys/class/nvme/nvme*; do [ \"\$(cat \$d/subsysnqn 2>/dev/null)\" = $NQN ] && ls -d \$d/nvme*n1 2>/dev/null; done" |
+    head -1 | xargs -r basename
+}
+
+run_case() {
+  local pmtu=$1 qsize=$2
+  local name="nvmf-m$pmtu-q$qsize"
+  local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log"
+  glog="$OUT/$name.guest.log"
+  failed_steps=""
+  local urc=0 crc=0 notes=""
+  log "case $name"
+  "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
+    { log "capture.sh start failed"; return 1; }
+  ip netns exec "$NS" "$TARGET" "${UROCE_CONFIG_ARGS[@]}" --set "rdma.path_mtu=$pmtu" >"$ulog" 2>&1 &
+  uroce_pid=$!
+  wait_for_output "$ulog" 'listening on' "$uroce_pid" 300
+  step modprobe "modprobe nvme-rdma"
+  step discover "nvme discover -t rdma -a $UROCE_IP -s 4420 | tee /dev/stderr | grep -q 'subnqn: *$NQN'"
+  local dev=""
+  if step connect "nvme connect -t rdma -a $UROCE_IP -s 4420 -n $NQN -i 2 -Q $qsize -k 5"; then
+    for _ in $(seq 50); do dev=$(device_of); [ -n "$dev" ] && break; sleep 0.2; done
+    [ -n "$dev" ] || { failed_steps+=" no-device"; log "  no block device appeared"; }
+  fi
+  if [ -n "$dev" ]; then
+    G_TIMEOUT=600 step fio "fio --name=verify --filename=/dev/$dev --ioengine=libaio --direct=1 --bs=4k \
+      --iodepth=16 --numjobs=2 --size=$FIO_SIZE --offset_increment=$FIO_SIZE --rw=randrw --rwmixread=50 \
+      --verify=crc32c --verify_fatal=1 --verify_backlog=256 --group_reporting"
+    step mkfs "mkfs.ext4 -q -F /dev/$dev && mkdir -p /mnt/nvmf && mount /dev/$dev /mnt/nvmf &&
+      for i in 1 2 3 4; do head -c \$((i * 3000000)) /dev/urandom >/mnt/nvmf/f\$i; done &&
+      (cd /mnt/nvmf && sha256sum f* >/tmp/nvmf.sha256) && umount /mnt/nvmf"
+    step disconnect "nvme disconnect -n $NQN"
+    step reconnect "nvme connect -t rdma -a $UROCE_IP -s 4420 -n $NQN -i 2 -Q $qsize -k 5"
+    for _ in $(seq 50); do dev=$(device_of); [ -n "$dev" ] && break; sleep 0.2; done
+    step files-survive "mount /dev/$dev /mnt/nvmf && (cd /mnt/nvmf && sha256sum -c /tmp/nvmf.sha256) && umount /mnt/nvmf"
+    step disconnect-again "nvme disconnect -n $NQN"
+  fi
+  g "nvme disconnect -n $NQN >/dev/null 2>&1; umount /mnt/nvmf 2>/dev/null; true" >/dev/null 2>&1
+  kill -TERM "$uroce_pid" 2>/dev/null
+  wait "$uroce_pid" || urc=$?
+  uroce_pid=""
+  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
+  check_capture "$pcap" "$pmtu" "$name" || crc=1
+  local verdict=PASS
+  if [ -n "$failed_steps" ] || [ "$urc" != 0 ] || [ "$crc" != 0 ]; then
+    verdict=FAIL
+    report_failure "$name" "failed steps:${failed_steps:- none}; uroce exit $urc, capture check $crc"
+    notes+=$FAILURE_NOTES
+  fi
+  summary+=("$(printf '%-4s nvme-rdma host, PMTU %4s, queue size %3s: steps%s, uroce %s, capture %s%s' "$verdict" \
+    "$pmtu" "$qsize" "${failed_steps:- all ok}" "$urc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
+    "$CHECK_NOTES$notes")")
+  log "  ${summary[-1]}"
+}
+
+start=$SECONDS
+for pmtu in $PMTUS; do
+  if ! harness_for "$pmtu"; then
+    failures=$((failures + 1))
+    summary+=("FAIL harness for PMTU $pmtu did not come up")
+    continue
+  fi
+  for qsize in $QUEUE_SIZES; do run_case "$pmtu" "$qsize"; done
+done
+harness_summary "uroce-nvmf-target <-> Linux nvme-rdma host: interop summary, $((SECONDS - start)) s"
