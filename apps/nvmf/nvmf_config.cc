@@ -27,7 +27,7 @@ class Reader {
     }
     for (const auto& entry : node) {
       const std::string name = entry.first.as<std::string>();
-      if (std::find(known.begin(), known.end(), name) == known.end()) error(key + "." + name, "unknown key");
+      if (std::find(known.begin(), known.end(), name) == known.end()) error(key + '.' += name, "unknown key");
     }
     return true;
   }

@@ -149,18 +149,21 @@ std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& targe
 }
 
 std::string RdmaQueue::open(uint16_t engine) {
+  // Twice as many slots as commands: a slot is free again when its response SEND completes, and the host may
+  // send the next command as soon as it has the response, before our side has seen the SEND's ACK.
+  const uint32_t slots = 2 * entries_;
   const std::size_t receive_bytes = std::size_t{entries_} * capsule_size_;
-  const std::size_t bytes = (receive_bytes + std::size_t{entries_} * data_size_ + 4095) / 4096 * 4096;
+  const std::size_t bytes = (receive_bytes + std::size_t{slots} * data_size_ + 4095) / 4096 * 4096;
   memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
   if (!memory_) return "no memory for the queue's buffers";
-  slots_.resize(entries_);
-  for (uint32_t i = 0; i < entries_; ++i) {
+  slots_.resize(slots);
+  for (uint32_t i = 0; i < slots; ++i) {
     slots_[i].data = memory_.get() + receive_bytes + std::size_t{i} * data_size_;
-    free_slots_.push_back(entries_ - 1 - i);
+    free_slots_.push_back(slots - 1 - i);
   }
   const GroupAffinity affinity = adapter_.UroceEngineAffinity(engine);
-  // Per command at most an RDMA READ or WRITE and the response SEND.
-  const uint32_t send_depth = 2 * entries_ + 2;
+  // Per slot at most an RDMA READ or WRITE and the response SEND.
+  const uint32_t send_depth = 2 * 2 * entries_ + 2;
   NTSTATUS s = adapter_.NdkCreateCq(entries_, nullptr, nullptr, &affinity, nullptr, nullptr, &recv_cq_);
   if (s == STATUS_SUCCESS)
     s = adapter_.NdkCreateCq(send_depth, nullptr, nullptr, &affinity, nullptr, nullptr, &send_cq_);
@@ -245,8 +248,8 @@ bool RdmaQueue::poll(TransportCounters& counters) {
 
 void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters) {
   ++counters.capsules;
-  // A capsule shorter than an SQE, or more commands than the host may have outstanding (it ignored the SQ head
-  // we report): nothing to answer, as nvmet drops them. The receive goes back either way.
+  // A capsule shorter than an SQE, or more commands in flight than the host may have outstanding (it ignored the
+  // SQ head we report): nothing to answer, as nvmet drops them. The receive goes back either way.
   if (length < kSqeSize || free_slots_.empty()) {
     ++counters.bad_capsules;
     (void)post_receive(buffer);

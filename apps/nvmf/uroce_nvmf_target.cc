@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (arg == "--duration" && i + 1 < argc) {
-      const std::optional<uint64_t> v = apps::parse_number(kTool, arg, argv[++i], 1, 86400 * 365);
+      const std::optional<uint64_t> v = apps::parse_number(kTool, arg, argv[++i], 1, uint64_t{86400} * 365);
       if (!v) return 2;
       duration_s = *v;
       continue;
@@ -132,9 +132,10 @@ int main(int argc, char** argv) {
       std::signal(SIGINT, [](int) { g_stop.store(true); });
       std::signal(SIGTERM, [](int) { g_stop.store(true); });
       for (const PortAddress& p : nvmf.target.ports) {
-        for (const SubsystemConfig& s : nvmf.target.subsystems)
+        for (const SubsystemConfig& s : nvmf.target.subsystems) {
           std::printf("%s: listening on %s port %u: %s (%zu namespace%s)\n", kTool, p.address.c_str(), p.port,
                       s.nqn.c_str(), s.namespaces.size(), s.namespaces.size() == 1 ? "" : "s");
+        }
       }
       std::fflush(stdout);
       const auto end = duration_s ? std::chrono::steady_clock::now() + std::chrono::seconds(duration_s)

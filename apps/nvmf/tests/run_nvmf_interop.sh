@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # uroce-nvmf-target against Linux's NVMe-oF host (nvme-rdma over rdma_rxe, in a QEMU guest of the rxe-peer
-# harness): nvme discover; nvme connect with two I/O queues; fio random read/write with crc32c verification over
-# 64 MiB in several jobs; mkfs.ext4, files written, unmounted, disconnected, reconnected and checked by sha256;
+# harness): nvme discover; nvme connect with two I/O queues (the guest's one CPU gives one); fio random read/write
+# with crc32c verification over 64 MiB in two jobs; a file system (ext4, or minix where the guest lacks e2fsprogs)
+# with files written, unmounted, disconnected, reconnected and checked by sha256;
 # nvme disconnect. Every packet is captured on the guest's tap and checked (check_capture.py; tshark when installed).
 #
 # usage: run_nvmf_interop.sh UROCE_NVMF_TARGET
 #
-# Environment, besides harness.sh's: INTEROP_PMTUS (default "4096"), INTEROP_FIO_SIZE (default 64M),
+# Environment, besides harness.sh's: INTEROP_PMTUS (default "4096"), INTEROP_FIO_SIZE (per job, two jobs; default 32M),
 # INTEROP_QUEUE_SIZE (default "32 128": one connect per size).
 set -uo pipefail
 
@@ -15,7 +16,7 @@ HARNESS_PROJECT=$(cd "$(dirname "$0")/../../.." && pwd)
 # shellcheck source=../../tests/interop/harness.sh
 . "$HARNESS_PROJECT/apps/tests/interop/harness.sh"
 PMTUS=${INTEROP_PMTUS:-4096}
-FIO_SIZE=${INTEROP_FIO_SIZE:-64M}
+FIO_SIZE=${INTEROP_FIO_SIZE:-32M}
 QUEUE_SIZES=${INTEROP_QUEUE_SIZE:-32 128}
 NQN=nqn.2026-11.io.uroce:ram0
 
@@ -66,7 +67,9 @@ run_case() {
     G_TIMEOUT=600 step fio "fio --name=verify --filename=/dev/$dev --ioengine=libaio --direct=1 --bs=4k \
       --iodepth=16 --numjobs=2 --size=$FIO_SIZE --offset_increment=$FIO_SIZE --rw=randrw --rwmixread=50 \
       --verify=crc32c --verify_fatal=1 --verify_backlog=256 --group_reporting"
-    step mkfs "mkfs.ext4 -q -F /dev/$dev && mkdir -p /mnt/nvmf && mount /dev/$dev /mnt/nvmf &&
+    # ext4 where the guest has e2fsprogs; the rxe-peer image has only util-linux's mkfs.minix (and the module).
+    step mkfs "if command -v mkfs.ext4 >/dev/null; then mkfs.ext4 -q -F /dev/$dev; else modprobe minix &&
+      mkfs.minix -3 /dev/$dev >/dev/null; fi && mkdir -p /mnt/nvmf && mount /dev/$dev /mnt/nvmf &&
       for i in 1 2 3 4; do head -c \$((i * 3000000)) /dev/urandom >/mnt/nvmf/f\$i; done &&
       (cd /mnt/nvmf && sha256sum f* >/tmp/nvmf.sha256) && umount /mnt/nvmf"
     step disconnect "nvme disconnect -n $NQN"
