@@ -121,6 +121,7 @@ def main():
     # --cm-connection: each REQ's QPN by its local communication ID, the REQs a REP answered in order, and the two
     # QPNs of the chosen connection.
     req_qpns = {}  # a REQ's local communication ID -> its QPN
+    qp_conn = {}   # a QPN -> the label of the CM connection it belongs to
     replied = []   # the communication IDs of REQs a REP answered, in order
     selected_qpns = set() if a.cm_connection else None
     other_connections = 0
@@ -184,11 +185,6 @@ def main():
             continue
         src = ".".join(map(str, ip[12:16]))
         dst = ".".join(map(str, ip[16:20]))
-        d = dirs[(src, dst)]
-        d["ttl"].add(ip[8])
-        d["tos"].add(ip[1])
-        d["df"].add(bool(ip[6] & 0x40))
-        d["sport"].add(struct.unpack("!H", udp[0:2])[0])
         seg = frame[34:14 + total]  # UDP header .. ICRC
         bth = seg[8:20]
         if len(seg) < 8 + 12 + 4:
@@ -205,6 +201,13 @@ def main():
         dqp = int.from_bytes(bth[5:8], "big")
         ackreq = bool(bth[8] & 0x80)
         psn = int.from_bytes(bth[9:12], "big")
+        # Each RC connection the CM made is accounted on its own (its PSNs, messages and ACKs), found by either
+        # of its QPNs; traffic of QPs the capture saw no CM exchange for shares one account per direction.
+        d = dirs[(src, dst, qp_conn.get(dqp, ""))]
+        d["ttl"].add(ip[8])
+        d["tos"].add(ip[1])
+        d["df"].add(bool(ip[6] & 0x40))
+        d["sport"].add(struct.unpack("!H", udp[0:2])[0])
         if tver != 0:
             err(n, f"TVer {tver}")
         if pkey != 0xFFFF:
@@ -249,15 +252,18 @@ def main():
                     if sent in d["cm_tids"]:
                         d["cm_retrans"][CM_ATTRIBUTES[attribute]] += 1
                     d["cm_tids"].add(sent)
-                    if a.cm_connection and CM_ATTRIBUTES[attribute] == "REQ":
+                    if CM_ATTRIBUTES[attribute] == "REQ":
                         req_qpns.setdefault(mad[24:28], int.from_bytes(mad[56:59], "big"))
-                    elif a.cm_connection and CM_ATTRIBUTES[attribute] == "REP" and mad[28:32] in req_qpns:
+                    elif CM_ATTRIBUTES[attribute] == "REP" and mad[28:32] in req_qpns:
                         # A connection is made when its REQ is answered by a REP; a rejected REQ (a server not
                         # listening yet, retried) makes none.
                         if mad[28:32] not in replied:
                             replied.append(mad[28:32])
+                            qpns = (req_qpns[mad[28:32]], int.from_bytes(mad[36:39], "big"))
+                            for q in qpns:
+                                qp_conn[q] = f" [connection {len(replied)}: QPs 0x{qpns[0]:06x}, 0x{qpns[1]:06x}]"
                             if len(replied) == a.cm_connection:
-                                selected_qpns.update({req_qpns[mad[28:32]], int.from_bytes(mad[36:39], "big")})
+                                selected_qpns.update(qpns)
             continue
         if selected_qpns is not None and dqp not in selected_qpns:
             other_connections += 1
@@ -363,8 +369,8 @@ def main():
             d.setdefault("ack_psns", []).append((n, psn, kind))
 
     # ACK PSNs versus the request PSNs of the opposite direction; READ responses versus its READs.
-    for (src, dst), d in dirs.items():
-        rev = dirs.get((dst, src))
+    for (src, dst, conn), d in dirs.items():
+        rev = dirs.get((dst, src, conn))
         for n, psn in d["resp_psns"]:
             if rev is None or psn not in rev["read_psns"]:
                 err(n, f"READ response with PSN 0x{psn:06x}, which no READ request from {dst} covers")
@@ -372,10 +378,10 @@ def main():
             if kind == 0 and rev is not None and psn not in rev["req_psns"]:
                 err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
 
-    def first_answer(src, dst, last):
+    def first_answer(src, dst, conn, last):
         """The first frame from dst that acknowledges src's requests through PSN `last`: an ACK, or a READ
         response (which acknowledges implicitly); None if there is none."""
-        rev = dirs.get((dst, src), {})
+        rev = dirs.get((dst, src, conn), {})
         answers = [(n, psn) for n, psn, kind in rev.get("ack_psns", []) if kind == 0] + rev.get("resp_psns", [])
         return min((n for n, psn in answers if psn_diff(psn, last) >= 0), default=None)
 
@@ -383,18 +389,18 @@ def main():
     # A peer that exits once it has everything (ibv_rc_pingpong) leaves a sender whose last ACK was lost with
     # nobody to answer its retransmissions; this line tells that case apart from a request that never arrived.
     finals = {}
-    for (src, dst), d in dirs.items():
-        rev = dirs.get((dst, src))
+    for (src, dst, conn), d in dirs.items():
+        rev = dirs.get((dst, src, conn))
         if d["next_psn"] is None or rev is None:
             continue
         last = (d["next_psn"] - 1) & 0xFFFFFF
-        acked = first_answer(src, dst, last)
+        acked = first_answer(src, dst, conn, last)
         if acked is None:
-            finals[(src, dst)] = f"final request PSN 0x{last:06x} never acknowledged by {dst}"
+            finals[(src, dst, conn)] = f"final request PSN 0x{last:06x} never acknowledged by {dst}"
         else:
             after = sum(1 for n in d.get("req_frames", []) if n > acked)
             answered = sum(1 for n, _, _ in rev.get("ack_psns", []) if n > acked)
-            finals[(src, dst)] = (f"final request PSN 0x{last:06x} acknowledged by {dst} in frame {acked}; "
+            finals[(src, dst, conn)] = (f"final request PSN 0x{last:06x} acknowledged by {dst} in frame {acked}; "
                                   f"{after} request packets after it, {answered} ACKs/NAKs after it")
 
     # The longest silence on the wire, and whether anything was left unacknowledged when it began. A silence with
@@ -405,12 +411,12 @@ def main():
     if silence is not None:
         start, end = silence
         pending = []
-        for (src, dst), d in dirs.items():
+        for (src, dst, conn), d in dirs.items():
             sent = [up_to for n, up_to in d.get("sent_up_to", []) if n <= start[0]]
             if not sent:
                 continue
             last = (sent[-1] - 1) & 0xFFFFFF
-            answered = first_answer(src, dst, last)
+            answered = first_answer(src, dst, conn, last)
             if answered is None or answered > start[0]:
                 pending.append(f"{src}'s request PSN 0x{last:06x}")
         then = (f"then {end[2]} sent a new request (frame {end[0]})" if end[3] == "new"
@@ -427,9 +433,11 @@ def main():
               f"{other_connections} packets of other connections checked on their own only")
         if len(selected_qpns) != 2:
             errors.append(f"CM connection {a.cm_connection} was not made (fewer REQs answered by a REP)")
-    for (src, dst), d in sorted(dirs.items()):
+    for (src, dst, conn), d in sorted(dirs.items()):
+        if not d["ops"]:
+            continue  # made by a lookup only
         ops = ", ".join(f"{k} {v}" for k, v in sorted(d["ops"].items()))
-        line = (f"  {src} -> {dst}: {ops}; messages {len(d['msgs'])}"
+        line = (f"  {src} -> {dst}{conn}: {ops}; messages {len(d['msgs'])}"
                 f"{' of ' + str(sorted(set(d['msgs']))) + ' bytes' if d['msgs'] else ''}; "
                 f"retransmitted {d['retrans'] + d['resp_retrans']}; ACKs {d['acks']} (credit codes {dict(d['credits'])}), "
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
@@ -437,14 +445,14 @@ def main():
                 f"{'; CM ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm'].items())) if d['cm'] else ''}"
                 f"{' (retransmitted ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm_retrans'].items())) + ')' if d['cm_retrans'] else ''}")
         print(line)
-        if (src, dst) in finals:
-            print(f"  {src} -> {dst}: {finals[(src, dst)]}")
+        if (src, dst, conn) in finals:
+            print(f"  {src} -> {dst}{conn}: {finals[(src, dst, conn)]}")
         if d["missing_ackreq"]:
-            errors.append(f"{src} -> {dst}: {d['missing_ackreq']} LAST/ONLY request packets without AckReq")
+            errors.append(f"{src} -> {dst}{conn}: {d['missing_ackreq']} LAST/ONLY request packets without AckReq")
         if a.size and d["msgs"] and any(m != a.size for m in d["msgs"]):
-            errors.append(f"{src} -> {dst}: message sizes {sorted(set(d['msgs']))}, expected {a.size}")
+            errors.append(f"{src} -> {dst}{conn}: message sizes {sorted(set(d['msgs']))}, expected {a.size}")
         if a.iters and d["msgs"] and len(d["msgs"]) != a.iters:
-            errors.append(f"{src} -> {dst}: {len(d['msgs'])} messages, expected {a.iters}")
+            errors.append(f"{src} -> {dst}{conn}: {len(d['msgs'])} messages, expected {a.iters}")
     if silence_line:
         print(silence_line)
     cm_total = Counter()
@@ -456,7 +464,7 @@ def main():
     if a.cm_retransmitted:
         if not cm_total:
             errors.append("no CM MADs, so none retransmitted")
-        for (src, dst), d in sorted(dirs.items()):
+        for (src, dst, conn), d in sorted(dirs.items()):
             if d["cm"] and not d["cm_retrans"]:
                 errors.append(f"{src} -> {dst}: no CM MAD was retransmitted (the same attribute and TID again)")
     with_messages = sum(1 for d in dirs.values() if d["msgs"])
