@@ -160,7 +160,7 @@ run_case() {
       read -r -a lost <<<"$(remove_cm_loss)"
       notes+=" lost:${lost[0]}to-guest/${lost[1]}from-guest"
       { [ "${lost[0]}" -ge 1 ] && [ "${lost[1]}" -ge 1 ]; } || { crc=1; notes+="(expected >=1 each way)"; }
-      check_args=(--cm-retransmitted)
+      check_args=(--cm-retransmitted --cm-connection 1)  # its RC traffic in full; any other packet on its own
       ;;
     refused-server)  # rping connects to uroce's address on a port nobody listens on: REJECTED, not a timeout
       ip netns exec "$NS" timeout 60 "$RPING" "${uroce_args[@]}" -s -p "$PORT" >"$ulog" 2>&1 &
