@@ -104,6 +104,17 @@ NTSTATUS disconnect_and_close(Connector* connector, std::chrono::milliseconds ti
   return s;
 }
 
+void close_connection_resources(Qp* qp, Mr* mr, Pd* pd, Cq* send_cq, Cq* recv_cq) {
+  if (qp != nullptr) qp->NdkCloseQp(nullptr, nullptr);  // flushes whatever is still posted
+  if (mr != nullptr) {
+    mr->NdkDeregisterMr(nullptr, nullptr);
+    mr->NdkCloseMr(nullptr, nullptr);
+  }
+  if (pd != nullptr) pd->NdkClosePd(nullptr, nullptr);
+  if (send_cq != nullptr) send_cq->NdkCloseCq(nullptr, nullptr);
+  if (recv_cq != nullptr && recv_cq != send_cq) recv_cq->NdkCloseCq(nullptr, nullptr);
+}
+
 std::unique_ptr<CmListener> CmListener::listen(Adapter& adapter, const sockaddr_storage& address, std::string& error) {
   std::unique_ptr<CmListener> l(new CmListener());
   NTSTATUS s = adapter.NdkCreateListener(&CmListener::on_connect, l.get(), nullptr, nullptr, &l->listener_);

@@ -61,6 +61,10 @@ struct CmConnectParams {
 // is the disconnect's; a connection the peer already ended disconnects at once.
 ndk::NTSTATUS disconnect_and_close(ndk::Connector* connector, std::chrono::milliseconds timeout);
 
+// Closes what a tool made for one connection, each if it exists, in the order NDKPI needs (ndkpi.md §2: a QP
+// before its CQs, an MR deregistered before its close, an MR before its PD). Waits for each close.
+void close_connection_resources(ndk::Qp* qp, ndk::Mr* mr, ndk::Pd* pd, ndk::Cq* send_cq, ndk::Cq* recv_cq);
+
 // A listener whose incoming connectors queue up in arrival order until the tool takes them. Each one must be
 // accepted, rejected or closed by whoever takes it, before the CmListener goes (closing a listener waits for the
 // connectors it handed out, ndkpi.md §10.4); those still queued then are rejected.

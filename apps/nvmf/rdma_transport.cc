@@ -183,14 +183,7 @@ std::string RdmaQueue::open(uint16_t engine) {
 RdmaQueue::~RdmaQueue() {
   // A connection the host already ended disconnects at once; else a DREQ, answered or timed out by the CM.
   (void)apps::disconnect_and_close(connector_, std::chrono::seconds(2));
-  if (qp_ != nullptr) qp_->NdkCloseQp(nullptr, nullptr);  // flushes whatever is still posted
-  if (mr_ != nullptr) {
-    mr_->NdkDeregisterMr(nullptr, nullptr);
-    mr_->NdkCloseMr(nullptr, nullptr);
-  }
-  if (pd_ != nullptr) pd_->NdkClosePd(nullptr, nullptr);
-  if (send_cq_ != nullptr) send_cq_->NdkCloseCq(nullptr, nullptr);
-  if (recv_cq_ != nullptr) recv_cq_->NdkCloseCq(nullptr, nullptr);
+  apps::close_connection_resources(qp_, mr_, pd_, send_cq_, recv_cq_);
   queue_.reset();  // the admin queue's controller goes with it
 }
 

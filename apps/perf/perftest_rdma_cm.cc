@@ -67,14 +67,7 @@ RdmaCmExchange::~RdmaCmExchange() {
   // perftest leaves this connection to its process's end, when the kernel's CM disconnects it: a DREQ of ours may
   // cross that one, which the CM answers either way.
   (void)disconnect_and_close(connector_, timeout_);
-  if (qp_ != nullptr) qp_->NdkCloseQp(nullptr, nullptr);
-  if (mr_ != nullptr) {
-    mr_->NdkDeregisterMr(nullptr, nullptr);
-    mr_->NdkCloseMr(nullptr, nullptr);
-  }
-  if (pd_ != nullptr) pd_->NdkClosePd(nullptr, nullptr);
-  if (send_cq_ != nullptr) send_cq_->NdkCloseCq(nullptr, nullptr);
-  if (recv_cq_ != nullptr) recv_cq_->NdkCloseCq(nullptr, nullptr);
+  close_connection_resources(qp_, mr_, pd_, send_cq_, recv_cq_);
 }
 
 bool RdmaCmExchange::send(const void* data, std::size_t n) {
