@@ -98,11 +98,7 @@ run_case() {
 
 start=$SECONDS
 for pmtu in $PMTUS; do
-  if ! harness_for "$pmtu"; then
-    failures=$((failures + 1))
-    summary+=("FAIL harness for PMTU $pmtu did not come up")
-    continue
-  fi
+  harness_for_cases "$pmtu" || continue
   for qsize in $QUEUE_SIZES; do run_case "$pmtu" "$qsize"; done
 done
 harness_summary "uroce-nvmf-target <-> Linux nvme-rdma host: interop summary, $((SECONDS - start)) s"

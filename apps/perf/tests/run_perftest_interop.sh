@@ -166,11 +166,7 @@ run_case() {
 
 start=$SECONDS
 for pmtu in $PMTUS; do
-  if ! harness_for "$pmtu"; then
-    failures=$((failures + 1))
-    summary+=("FAIL harness for PMTU $pmtu did not come up")
-    continue
-  fi
+  harness_for_cases "$pmtu" || continue
   for test in $TESTS; do
     for role in server client; do
       run_case "$test" "$role" "$pmtu"

@@ -157,6 +157,14 @@ harness_for() {
   harness_plug_uroce
 }
 
+# harness_for, and when it fails a FAIL line in the summary: the caller skips that PMTU's cases.
+harness_for_cases() {
+  harness_for "$1" && return 0
+  failures=$((failures + 1))
+  summary+=("FAIL harness for PMTU $1 did not come up")
+  return 1
+}
+
 # wait_for_output LOG TEXT PID [TENTHS]: waits until LOG (a server's output) shows TEXT, the server PID has
 # exited, or TENTHS tenths of a second (default 100) have passed; the caller's next step tells them apart.
 wait_for_output() {

@@ -203,11 +203,7 @@ run_case() {
 }
 
 for pmtu in $PMTUS; do
-  if ! harness_for "$pmtu"; then
-    failures=$((failures + 1))
-    summary+=("FAIL harness for PMTU $pmtu did not come up")
-    continue
-  fi
+  harness_for_cases "$pmtu" || continue
   sizes="64 5000"
   [ "$pmtu" = 4096 ] && sizes="64 16384"
   for size in $sizes; do
