@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <variant>
 
 namespace uroce::nvmf {
@@ -77,6 +78,8 @@ class RdmaQueue {
   [[nodiscard]] bool finished() const {
     return peer_gone_.load(std::memory_order_relaxed) || failed_ || (queue_->connected() && queue_->dead());
   }
+  // No backend holds one of its data buffers: it may close.
+  [[nodiscard]] bool drained() const { return queue_->in_flight() == 0; }
 
  private:
   struct Slot {
@@ -93,6 +96,7 @@ class RdmaQueue {
   uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
   void on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters);
   void run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters);
+  void finish(uint32_t slot, const CommandResult& result, TransportCounters& counters);
   void post_read(uint32_t slot, TransportCounters& counters);
   void respond(uint32_t slot, const CommandResult& result, TransportCounters& counters);
   void fail() { failed_ = true; }
@@ -236,6 +240,12 @@ bool RdmaQueue::poll(TransportCounters& counters) {
       on_capsule(index_of(results[i].RequestContext), results[i].BytesTransferred, counters);
     }
   }
+  // Commands the backends finished (NvmfTarget::poll() collected them): data and response.
+  std::array<CompletedCommand, 16> done;
+  for (std::size_t n; (n = queue_->reap(done)) != 0;) {
+    busy = true;
+    for (std::size_t i = 0; i < n; ++i) finish(done[i].tag, done[i].result, counters);
+  }
   return busy;
 }
 
@@ -295,8 +305,14 @@ void RdmaQueue::post_read(uint32_t slot, TransportCounters& counters) {
 
 void RdmaQueue::run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters) {
   Slot& s = slots_[slot];
-  const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms());
-  if (result.held) return;  // an AER: its slot stays taken until an event or the queue's end
+  const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms(), slot);
+  if (result.held) return;     // an AER: its slot stays taken until an event or the queue's end
+  if (result.pending) return;  // a backend runs it: reap() hands it to finish()
+  finish(slot, result, counters);
+}
+
+void RdmaQueue::finish(uint32_t slot, const CommandResult& result, TransportCounters& counters) {
+  Slot& s = slots_[slot];
   if (result.status == kStatusSuccess && s.plan.direction == DataDirection::kControllerToHost &&
       result.data_length != 0) {
     // WRITE then SEND on one QP: the host sees the data before the response (IBTA C9-28, in-order delivery).
@@ -343,6 +359,13 @@ std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget
 RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target) : adapter_(adapter), target_(target) {}
 
 RdmaTransport::~RdmaTransport() {
+  // Backends still writing into queues' buffers finish first (teardown: a bounded wait).
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  auto drained = [this] { return std::all_of(queues_.begin(), queues_.end(), [](auto& q) { return q->drained(); }); };
+  while (!drained() && Clock::now() < deadline) {
+    if (target_.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
+    for (auto& q : queues_) (void)q->poll(counters_);
+  }
   queues_.clear();  // every connection ends before the listeners that handed them out
   listeners_.clear();
 }
@@ -383,9 +406,12 @@ bool RdmaTransport::poll() {
       busy = true;
     }
   }
+  busy |= target_.poll() != 0;  // backend completions, to each command's queue
   for (auto& q : queues_) busy |= q->poll(counters_);
-  // I/O queues before their admin queue: the admin queue's end destroys the controller.
-  const auto gone = std::stable_partition(queues_.begin(), queues_.end(), [](const auto& q) { return !q->finished(); });
+  // I/O queues before their admin queue: the admin queue's end destroys the controller. A queue whose commands a
+  // backend still runs stays (and is polled) until they finish: their data buffers are its own.
+  const auto gone = std::stable_partition(queues_.begin(), queues_.end(),
+                                          [](const auto& q) { return !(q->finished() && q->drained()); });
   if (gone != queues_.end()) {
     counters_.queues_closed += static_cast<uint64_t>(queues_.end() - gone);
     queues_.erase(gone, queues_.end());

@@ -137,6 +137,10 @@ int main(int argc, char** argv) {
                       s.nqn.c_str(), s.namespaces.size(), s.namespaces.size() == 1 ? "" : "s");
         }
       }
+      for (const SubsystemConfig& s : nvmf.target.subsystems) {
+        for (const NamespaceConfig& ns : s.namespaces)
+          std::printf("%s: %s namespace %u: %s\n", kTool, s.nqn.c_str(), ns.nsid, ns.backend->describe().c_str());
+      }
       std::fflush(stdout);
       const auto end = duration_s ? std::chrono::steady_clock::now() + std::chrono::seconds(duration_s)
                                   : std::chrono::steady_clock::time_point::max();

@@ -43,9 +43,10 @@ CommandPlan Controller::prepare(const NvmfQueue& queue, const SqeView& sqe) cons
   return queue.qid() == 0 ? prepare_admin(sqe) : prepare_io(sqe);
 }
 
-CommandResult Controller::run(NvmfQueue& queue, const SqeView& sqe, std::span<uint8_t> data, uint64_t now_ms) {
+CommandResult Controller::run(NvmfQueue& queue, const SqeView& sqe, std::span<uint8_t> data, uint64_t now_ms,
+                              uint32_t tag) {
   if (sqe.opcode() == kOpFabrics) return run_fabrics(queue, sqe);
-  return queue.qid() == 0 ? run_admin(queue, sqe, data, now_ms) : run_io(sqe, data);
+  return queue.qid() == 0 ? run_admin(queue, sqe, data, now_ms) : run_io(queue, sqe, data, tag);
 }
 
 }  // namespace uroce::nvmf

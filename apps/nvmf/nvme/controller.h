@@ -49,6 +49,19 @@ struct SubsystemState {
   [[nodiscard]] bool host_allowed(std::string_view host_nqn) const;
 };
 
+// One command's backend I/O: a request per namespace (Flush of every namespace) or per range (Dataset
+// Management), and the command's response once the last one finished. NvmfTarget owns them; a queue that closes
+// first leaves `queue` null and the response is dropped.
+struct IoCommand {
+  NvmfQueue* queue = nullptr;
+  NamespaceState* ns = nullptr;  // for the media error count (the first namespace for a Flush of all)
+  uint32_t tag = 0;
+  BackendOp op = BackendOp::kRead;
+  uint32_t data_length = 0;  // a Read's bytes
+  uint32_t parts = 0;        // requests not finished yet
+  int error = 0;             // the first failure
+};
+
 // The NGUID and UUID of namespace `nsid` in subsystem `nqn` (FNV-1a over both, two seeds; the UUID carries the
 // RFC 9562 version 8 and variant bits).
 void derive_namespace_ids(std::string_view nqn, uint32_t nsid, std::array<uint8_t, 16>& nguid,
@@ -66,7 +79,7 @@ class Controller {
   // Commands on a queue connected to this controller (qid 0: admin, else I/O).
   [[nodiscard]] CommandPlan prepare(const NvmfQueue& queue, const detail::SqeView& sqe) const;
   [[nodiscard]] CommandResult run(NvmfQueue& queue, const detail::SqeView& sqe, std::span<uint8_t> data,
-                                  uint64_t now_ms);
+                                  uint64_t now_ms, uint32_t tag);
 
   [[nodiscard]] bool ready() const noexcept { return (cc_ & detail::kCcEnable) && (csts_ & detail::kCstsReady); }
   [[nodiscard]] uint64_t cap() const;
@@ -107,9 +120,11 @@ class Controller {
   [[nodiscard]] CommandResult get_features(const detail::SqeView& sqe) const;
   // NVM I/O (io.cc).
   [[nodiscard]] CommandPlan prepare_io(const detail::SqeView& sqe) const;
-  [[nodiscard]] CommandResult run_io(const detail::SqeView& sqe, std::span<uint8_t> data);
-  [[nodiscard]] NvmeStatus dataset_management(detail::NamespaceState& ns, const detail::SqeView& sqe,
-                                              std::span<const uint8_t> ranges);
+  [[nodiscard]] CommandResult run_io(NvmfQueue& queue, const detail::SqeView& sqe, std::span<uint8_t> data,
+                                     uint32_t tag);
+  [[nodiscard]] CommandResult dataset_management(NvmfQueue& queue, detail::NamespaceState& ns,
+                                                 const detail::SqeView& sqe, std::span<const uint8_t> ranges,
+                                                 uint32_t tag);
 
   uint32_t kato_ms_;
   uint64_t last_heard_ms_;

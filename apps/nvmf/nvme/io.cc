@@ -2,6 +2,8 @@
 // (deallocate). Every range is checked against the namespace before the backend sees it, so no command reaches a
 // byte outside its namespace.
 #include <algorithm>
+#include <array>
+#include <cerrno>
 
 #include "apps/nvmf/nvme/controller.h"
 #include "apps/nvmf/nvme/nvme_defs.h"
@@ -52,48 +54,56 @@ CommandPlan Controller::prepare_io(const SqeView& sqe) const {
   }
 }
 
-CommandResult Controller::run_io(const SqeView& sqe, std::span<uint8_t> data) {
-  CommandResult result;
-  auto media = [&result](NamespaceState& ns, bool ok) {
-    if (!ok) {
-      ++ns.media_errors;
-      result.status = kScInternal;
-    }
-  };
+CommandResult Controller::run_io(NvmfQueue& queue, const SqeView& sqe, std::span<uint8_t> data, uint32_t tag) {
   if (sqe.opcode() == kIoFlush && sqe.nsid() == kNsidAll) {
-    for (NamespaceState& ns : subsystem.namespaces) media(ns, ns.backend->flush());
-    return result;
+    NamespaceState* first = subsystem.namespaces.empty() ? nullptr : &subsystem.namespaces.front();
+    IoCommand& command = target.start_io(queue, tag, first, BackendOp::kFlush, 0);
+    for (NamespaceState& ns : subsystem.namespaces) {
+      BackendRequest request;
+      request.op = BackendOp::kFlush;
+      target.submit_io(command, *ns.backend, request);
+    }
+    return target.end_submission(command);
   }
   NamespaceState* ns = subsystem.find(sqe.nsid());
   if (ns == nullptr) return answer(kScInvalidNamespace);  // prepare_io said otherwise: cannot happen
-  const uint64_t offset = start_lba(sqe) << ns->block_shift;
+  if (sqe.opcode() == kIoDatasetManagement) return dataset_management(queue, *ns, sqe, data, tag);
+  BackendRequest request;
+  request.offset = start_lba(sqe) << ns->block_shift;
   switch (sqe.opcode()) {
     case kIoRead:
       ++ns->read_commands;
       ns->bytes_read += data.size();
-      media(*ns, ns->backend->read(offset, data));
+      request.op = BackendOp::kRead;
+      request.length = data.size();
+      request.data = data.data();
       break;
     case kIoWrite:
       ++ns->write_commands;
       ns->bytes_written += data.size();
-      media(*ns, ns->backend->write(offset, data));
-      if (result.status == kStatusSuccess && (sqe.cdw(12) & kCdw12Fua) != 0) media(*ns, ns->backend->flush());
+      request.op = BackendOp::kWrite;
+      request.fua = (sqe.cdw(12) & kCdw12Fua) != 0;
+      request.length = data.size();
+      request.data = data.data();
       break;
     case kIoWriteZeroes:
-      media(*ns, ns->backend->write_zeroes(offset, block_count(sqe) << ns->block_shift));
-      break;
-    case kIoDatasetManagement:
-      result.status = dataset_management(*ns, sqe, data);
+      request.op = BackendOp::kWriteZeroes;
+      request.length = block_count(sqe) << ns->block_shift;
       break;
     default:
-      media(*ns, ns->backend->flush());
+      request.op = BackendOp::kFlush;
+      request.offset = 0;
       break;
   }
-  return result;
+  IoCommand& command = target.start_io(queue, tag, ns, request.op,
+                                       request.op == BackendOp::kRead ? static_cast<uint32_t>(data.size()) : 0);
+  target.submit_io(command, *ns->backend, request);
+  return target.end_submission(command);
 }
 
-NvmeStatus Controller::dataset_management(NamespaceState& ns, const SqeView& sqe, std::span<const uint8_t> ranges) {
-  if ((sqe.cdw(11) & kDsmAttributeDeallocate) == 0) return kStatusSuccess;  // only hints (IDR, IDW): nothing to do
+CommandResult Controller::dataset_management(NvmfQueue& queue, NamespaceState& ns, const SqeView& sqe,
+                                             std::span<const uint8_t> ranges, uint32_t tag) {
+  if ((sqe.cdw(11) & kDsmAttributeDeallocate) == 0) return {};  // only hints (IDR, IDW): nothing to do
   const std::size_t count = ranges.size() / kDsmRangeSize;
   auto range = [&](std::size_t i) {
     return std::pair{load_le<uint64_t>(ranges, i * kDsmRangeSize + 8),
@@ -101,17 +111,105 @@ NvmeStatus Controller::dataset_management(NamespaceState& ns, const SqeView& sqe
   };
   for (std::size_t i = 0; i < count; ++i) {  // all or nothing
     const auto [slba, nlb] = range(i);
-    if (!in_namespace(ns, slba, nlb)) return kScLbaOutOfRange;
+    if (!in_namespace(ns, slba, nlb)) return answer(kScLbaOutOfRange);
   }
+  IoCommand& command = target.start_io(queue, tag, &ns, BackendOp::kDeallocate, 0);
   for (std::size_t i = 0; i < count; ++i) {
     const auto [slba, nlb] = range(i);
     if (nlb == 0) continue;
-    if (!ns.backend->write_zeroes(slba << ns.block_shift, nlb << ns.block_shift)) {
-      ++ns.media_errors;
-      return kScInternal;
+    BackendRequest request;
+    request.op = BackendOp::kDeallocate;
+    request.offset = slba << ns.block_shift;
+    request.length = nlb << ns.block_shift;
+    target.submit_io(command, *ns.backend, request);
+  }
+  return target.end_submission(command);
+}
+
+// --- Backend I/O: commands in flight, their completions, and the status a failure maps to ---------------------
+
+IoCommand& NvmfTarget::start_io(NvmfQueue& queue, uint32_t tag, NamespaceState* ns, BackendOp op,
+                                uint32_t data_length) {
+  if (free_io_commands_.empty()) {  // grows to the most commands ever in flight, then allocates no more
+    io_commands_.push_back(std::make_unique<IoCommand>());
+    free_io_commands_.push_back(io_commands_.back().get());
+  }
+  IoCommand& command = *free_io_commands_.back();
+  free_io_commands_.pop_back();
+  command = IoCommand{};
+  command.queue = &queue;
+  command.ns = ns;
+  command.tag = tag;
+  command.op = op;
+  command.data_length = data_length;
+  command.parts = 1;  // the submission itself, until end_submission()
+  return command;
+}
+
+void NvmfTarget::submit_io(IoCommand& command, Backend& backend, const BackendRequest& request) {
+  BackendRequest r = request;
+  r.context = &command;
+  ++command.parts;
+  const int result = backend.submit(r);
+  if (result != kBackendPending) io_part_done(command, result);
+}
+
+CommandResult NvmfTarget::end_submission(IoCommand& command) {
+  if (command.parts == 1) {  // everything finished within submit()
+    const CommandResult result = io_result(command);
+    free_io_commands_.push_back(&command);
+    return result;
+  }
+  --command.parts;
+  ++command.queue->in_flight_;
+  CommandResult pending;
+  pending.pending = true;
+  return pending;
+}
+
+void NvmfTarget::io_part_done(IoCommand& command, int result) {
+  if (result < 0 && command.error == 0) command.error = result;
+  if (--command.parts != 0) return;
+  // The last part of a command that end_submission() left pending.
+  if (NvmfQueue* queue = command.queue) {
+    CompletedCommand done{command.tag, io_result(command)};
+    count(done.result.status, false);
+    queue->completed_.push_back(done);
+    --queue->in_flight_;
+  }
+  free_io_commands_.push_back(&command);
+}
+
+CommandResult NvmfTarget::io_result(const IoCommand& command) const {
+  CommandResult result;
+  if (command.error == 0) {
+    result.data_length = command.data_length;
+    return result;
+  }
+  if (command.ns != nullptr) ++command.ns->media_errors;
+  // NVMe base 2.0 figure 104 (media and data integrity errors) and nvmet's errno_to_nvme_status().
+  if (command.error == -ENOSPC) {
+    result.status = kScCapacityExceeded;
+  } else if (command.error == -EIO || command.error == -EUCLEAN || command.error == -EBADMSG) {
+    result.status = command.op == BackendOp::kRead ? kScUnrecoveredReadError : kScWriteFault;
+  } else {
+    result.status = kScInternal;
+  }
+  return result;
+}
+
+std::size_t NvmfTarget::poll() {
+  std::array<BackendCompletion, 32> completions;
+  std::size_t total = 0;
+  for (Backend* backend : backends_) {
+    for (std::size_t n; (n = backend->poll(completions)) != 0;) {
+      for (std::size_t i = 0; i < n; ++i)
+        io_part_done(*static_cast<IoCommand*>(completions[i].context), completions[i].result);
+      total += n;
+      if (n < completions.size()) break;
     }
   }
-  return kStatusSuccess;
+  return total;
 }
 
 }  // namespace uroce::nvmf

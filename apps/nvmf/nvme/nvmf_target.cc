@@ -214,6 +214,8 @@ NvmfTarget::NvmfTarget(TargetConfig config) : config_(std::move(config)) {
       n.block_shift = ns.block_size == 4096 ? 12 : 9;
       n.blocks = ns.backend->size() >> n.block_shift;
       n.backend = ns.backend;
+      if (std::find(backends_.begin(), backends_.end(), ns.backend.get()) == backends_.end())
+        backends_.push_back(ns.backend.get());
       derive_namespace_ids(sub.nqn, ns.nsid, n.nguid, n.uuid);
       state->namespaces.push_back(std::move(n));
       state->max_nsid = std::max(state->max_nsid, ns.nsid);
@@ -300,7 +302,24 @@ void NvmfTarget::count(NvmeStatus status, bool connect) {
 
 // --- NvmfQueue --------------------------------------------------------------------------------------------------
 
-NvmfQueue::~NvmfQueue() { target_.detach(*this); }
+NvmfQueue::~NvmfQueue() {
+  if (in_flight_ != 0) {  // the transport's contract is to wait; if it did not, the completions go nowhere
+    for (auto& command : target_.io_commands_)
+      if (command->queue == this) command->queue = nullptr;
+  }
+  target_.detach(*this);
+}
+
+std::size_t NvmfQueue::reap(std::span<CompletedCommand> out) {
+  const std::size_t n = std::min(out.size(), completed_.size() - reaped_);
+  std::copy_n(completed_.begin() + static_cast<std::ptrdiff_t>(reaped_), n, out.begin());
+  reaped_ += n;
+  if (reaped_ == completed_.size()) {
+    completed_.clear();  // keeps its capacity: no allocation once the queue has seen its deepest burst
+    reaped_ = 0;
+  }
+  return n;
+}
 
 bool NvmfQueue::dead() const noexcept { return disconnected_ || (controller_ != nullptr && controller_->dead); }
 
@@ -334,7 +353,8 @@ CommandPlan NvmfQueue::plan(std::span<const uint8_t, kSqeSize> sqe, std::size_t 
   return plan;
 }
 
-CommandResult NvmfQueue::execute(std::span<const uint8_t, kSqeSize> sqe, std::span<uint8_t> data, uint64_t now_ms) {
+CommandResult NvmfQueue::execute(std::span<const uint8_t, kSqeSize> sqe, std::span<uint8_t> data, uint64_t now_ms,
+                                 uint32_t tag) {
   target_.clock(now_ms);
   const SqeView view(sqe);
   const bool connect = view.opcode() == kOpFabrics && view.fctype() == kFctypeConnect && controller_ == nullptr;
@@ -348,10 +368,10 @@ CommandResult NvmfQueue::execute(std::span<const uint8_t, kSqeSize> sqe, std::sp
     result = target_.connect(*this, view, data.first(plan.length), now_ms);
   } else {
     Controller& controller = *controller_;
-    result = controller.run(*this, view, data.first(plan.length), now_ms);
+    result = controller.run(*this, view, data.first(plan.length), now_ms, tag);
     controller.heard_at(now_ms);
   }
-  if (result.status == kStatusSuccess && plan.direction == DataDirection::kControllerToHost)
+  if (result.status == kStatusSuccess && !result.pending && plan.direction == DataDirection::kControllerToHost)
     result.data_length = plan.length;
   if (result.held) held_.push_back(command_id(sqe));
   target_.count(result.status, connect);

@@ -7,7 +7,9 @@
 // model: include/linux/nvme.h, drivers/nvme/target/{admin-cmd,fabrics-cmd,discovery,core}.c).
 //
 // Threading: a target, its controllers and queues are used from one thread at a time (the transport's poller);
-// nothing here locks, allocates per I/O, or blocks, except the backends' own I/O.
+// nothing here locks, allocates per I/O, or blocks. Storage is asynchronous: execute() hands Read, Write, Flush,
+// Write Zeroes and Dataset Management to the namespace's backend and may answer `pending`; NvmfTarget::poll()
+// collects the backends' completions and NvmfQueue::reap() hands out the finished commands.
 #pragma once
 
 #include <array>
@@ -63,20 +65,52 @@ struct CommandResult {
   uint32_t dw1 = 0;
   uint32_t data_length = 0;  // kControllerToHost: bytes of `data` to send before the response
   bool held = false;         // no response now (an Asynchronous Event Request): take_held() gives it back
+  bool pending = false;      // a backend runs it: NvmfQueue::reap() gives the result later, under execute()'s tag
 };
 
-// The storage behind a namespace. Offsets and lengths are in bytes, always within size() and multiples of the
-// block size (the controller checks before it calls). False: a media error (Internal Error to the host).
+// A command whose backend I/O finished: the tag execute() was given, and the response.
+struct CompletedCommand {
+  uint32_t tag = 0;
+  CommandResult result;
+};
+
+// The storage behind a namespace, asynchronous: submit() starts a request without blocking, and poll() reports
+// the requests that finished. Offsets and lengths are in bytes, always within size() and multiples of the block
+// size (the controller checks before it calls). A result is 0 or a negative errno (-EIO, -ENOSPC, ...), which
+// the controller turns into the NVMe status the specification names (Unrecovered Read Error, Write Fault, ...).
+enum class BackendOp : uint8_t {
+  kRead,
+  kWrite,
+  kWriteZeroes,  // the range reads as zeroes afterwards
+  kDeallocate,   // Dataset Management deallocate: the range reads as zeroes afterwards (DLFEAT says so)
+  kFlush,        // every write completed before this request was submitted is durable once it completes
+};
+struct BackendRequest {
+  BackendOp op = BackendOp::kRead;
+  bool fua = false;  // kWrite: durable once it completes (Force Unit Access)
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  uint8_t* data = nullptr;  // kRead, kWrite: `length` bytes, which stay valid until the request completes
+  void* context = nullptr;  // handed back with the completion
+};
+struct BackendCompletion {
+  void* context = nullptr;
+  int result = 0;  // 0 or a negative errno
+};
+inline constexpr int kBackendPending = 1;  // submit(): poll() reports the request later
+
 class Backend {
  public:
   virtual ~Backend() = default;
   [[nodiscard]] virtual uint64_t size() const = 0;
-  [[nodiscard]] virtual bool read(uint64_t offset, std::span<uint8_t> out) = 0;
-  [[nodiscard]] virtual bool write(uint64_t offset, std::span<const uint8_t> in) = 0;
-  [[nodiscard]] virtual bool write_zeroes(uint64_t offset, uint64_t length) = 0;
-  [[nodiscard]] virtual bool flush() = 0;  // what was written is durable once this returns true
+  // Starts `request`: kBackendPending if poll() will report it, else its result now (0 or a negative errno).
+  [[nodiscard]] virtual int submit(const BackendRequest& request) = 0;
+  // Up to out.size() completions of pending requests; never blocks. Returns how many.
+  [[nodiscard]] virtual std::size_t poll(std::span<BackendCompletion> out) = 0;
+  // What it is, for logs: "RAM", "file /srv/ns1 through io_uring", ...
+  [[nodiscard]] virtual std::string describe() const = 0;
 };
-// Memory of `size` bytes, zeroed.
+// Memory of `size` bytes, zeroed; every request completes within submit().
 [[nodiscard]] std::unique_ptr<Backend> make_ram_backend(uint64_t size);
 
 struct NamespaceConfig {
@@ -129,7 +163,9 @@ struct TargetCounters {
 class Controller;
 class NvmfQueue;
 namespace detail {
+struct NamespaceState;
 struct SubsystemState;
+struct IoCommand;
 class SqeView;
 }  // namespace detail
 
@@ -152,6 +188,10 @@ class NvmfTarget {
   // torn down; its queues then report dead(). Call every few hundred milliseconds with a monotonic clock.
   void tick(uint64_t now_ms);
 
+  // Collects the backends' completions and hands each finished command to its queue (NvmfQueue::reap()). Never
+  // blocks; returns how many backend requests finished.
+  std::size_t poll();
+
   [[nodiscard]] const TargetLimits& limits() const noexcept { return config_.limits; }
   [[nodiscard]] const TargetCounters& counters() const noexcept { return counters_; }
 
@@ -168,6 +208,13 @@ class NvmfTarget {
   void detach(NvmfQueue& queue);                    // a connected queue closes
   void count(NvmeStatus status, bool connect);
   void clock(uint64_t now_ms) noexcept;
+  // Backend I/O of one command (io.cc): taken from a pool that grows to the most commands ever in flight.
+  [[nodiscard]] detail::IoCommand& start_io(NvmfQueue& queue, uint32_t tag, detail::NamespaceState* ns, BackendOp op,
+                                            uint32_t data_length);
+  void submit_io(detail::IoCommand& command, Backend& backend, const BackendRequest& request);
+  [[nodiscard]] CommandResult end_submission(detail::IoCommand& command);  // pending, or the result at once
+  void io_part_done(detail::IoCommand& command, int result);
+  [[nodiscard]] CommandResult io_result(const detail::IoCommand& command) const;
 
   TargetConfig config_;
   TargetCounters counters_;
@@ -176,6 +223,9 @@ class NvmfTarget {
   uint16_t next_cntlid_ = 1;
   uint64_t genctr_ = 1;               // discovery log generation
   std::optional<uint64_t> start_ms_;  // the first clock reading (SMART power-on hours)
+  std::vector<Backend*> backends_;    // each namespace's, once
+  std::vector<std::unique_ptr<detail::IoCommand>> io_commands_;
+  std::vector<detail::IoCommand*> free_io_commands_;
 };
 
 // One submission/completion queue pair of a controller, as one transport connection carries it.
@@ -190,8 +240,14 @@ class NvmfQueue {
   // data within the capsule) before any byte moves.
   [[nodiscard]] CommandPlan plan(std::span<const uint8_t, kSqeSize> sqe, std::size_t in_capsule_length);
   // Step 2, once the plan's host-to-controller data is in `data` (or for controller-to-host, `data` is where to
-  // put it; its size is at least plan.length): runs the command.
-  [[nodiscard]] CommandResult execute(std::span<const uint8_t, kSqeSize> sqe, std::span<uint8_t> data, uint64_t now_ms);
+  // put it; its size is at least plan.length): runs the command. When the result is `pending`, a backend holds
+  // `data` until reap() returns the command under `tag`.
+  [[nodiscard]] CommandResult execute(std::span<const uint8_t, kSqeSize> sqe, std::span<uint8_t> data, uint64_t now_ms,
+                                      uint32_t tag = 0);
+  // Commands whose backend I/O finished since the last call (after NvmfTarget::poll()), up to out.size().
+  [[nodiscard]] std::size_t reap(std::span<CompletedCommand> out);
+  // Commands a backend still runs. Their data buffers must stay, so the transport closes the queue only at 0.
+  [[nodiscard]] uint32_t in_flight() const noexcept { return in_flight_; }
   // The command IDs of held commands (AERs) to answer with "Aborted - SQ Deletion" when the queue closes.
   [[nodiscard]] std::vector<uint16_t> take_held();
 
@@ -218,6 +274,9 @@ class NvmfQueue {
   Controller* controller_ = nullptr;  // stays valid while this queue holds its reference (Controller::queue_refs)
   bool disconnected_ = false;         // Fabrics Disconnect on this I/O queue
   std::vector<uint16_t> held_;
+  uint32_t in_flight_ = 0;
+  std::vector<CompletedCommand> completed_;  // backend I/O finished, not reaped yet
+  std::size_t reaped_ = 0;                   // completed_[0, reaped_) were handed out
 };
 
 // Helpers the transport and the tests share.

@@ -1,6 +1,9 @@
-// The RAM backend: a zeroed buffer. Every access is checked against its size, though the controller has checked
-// before it calls; nothing here blocks.
+// The RAM backend: a zeroed buffer. Every request completes within submit() (a copy, nothing that blocks), so
+// poll() never has anything to report. Every access is checked against its size, though the controller has
+// checked before it calls.
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <vector>
 
 #include "apps/nvmf/nvme/nvmf_target.h"
@@ -13,22 +16,25 @@ class RamBackend final : public Backend {
  public:
   explicit RamBackend(uint64_t size) : bytes_(size, 0) {}
   [[nodiscard]] uint64_t size() const override { return bytes_.size(); }
-  [[nodiscard]] bool read(uint64_t offset, std::span<uint8_t> out) override {
-    if (!inside(offset, out.size())) return false;
-    std::copy_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), out.size(), out.begin());
-    return true;
+  [[nodiscard]] int submit(const BackendRequest& r) override {
+    if (r.op == BackendOp::kFlush) return 0;
+    if (!inside(r.offset, r.length)) return -EINVAL;
+    uint8_t* at = bytes_.data() + r.offset;
+    switch (r.op) {
+      case BackendOp::kRead:
+        if (r.length != 0) std::memcpy(r.data, at, r.length);
+        break;
+      case BackendOp::kWrite:
+        if (r.length != 0) std::memcpy(at, r.data, r.length);
+        break;
+      default:  // write zeroes, deallocate
+        std::memset(at, 0, r.length);
+        break;
+    }
+    return 0;
   }
-  [[nodiscard]] bool write(uint64_t offset, std::span<const uint8_t> in) override {
-    if (!inside(offset, in.size())) return false;
-    std::copy(in.begin(), in.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(offset));
-    return true;
-  }
-  [[nodiscard]] bool write_zeroes(uint64_t offset, uint64_t length) override {
-    if (!inside(offset, length)) return false;
-    std::fill_n(bytes_.begin() + static_cast<std::ptrdiff_t>(offset), length, 0);
-    return true;
-  }
-  [[nodiscard]] bool flush() override { return true; }
+  [[nodiscard]] std::size_t poll(std::span<BackendCompletion> /*out*/) override { return 0; }
+  [[nodiscard]] std::string describe() const override { return "RAM, " + std::to_string(bytes_.size() >> 20) + " MiB"; }
 
  private:
   [[nodiscard]] bool inside(uint64_t offset, uint64_t length) const {

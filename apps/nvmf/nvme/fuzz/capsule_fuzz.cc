@@ -55,19 +55,12 @@ class CheckedRam final : public Backend {
  public:
   CheckedRam(uint64_t size, uint32_t block) : ram_(make_ram_backend(size)), size_(size), block_(block) {}
   [[nodiscard]] uint64_t size() const override { return size_; }
-  [[nodiscard]] bool read(uint64_t offset, std::span<uint8_t> out) override {
-    guard(offset, out.size());
-    return ram_->read(offset, out);
+  [[nodiscard]] int submit(const BackendRequest& request) override {
+    if (request.op != BackendOp::kFlush) guard(request.offset, request.length);
+    return ram_->submit(request);
   }
-  [[nodiscard]] bool write(uint64_t offset, std::span<const uint8_t> in) override {
-    guard(offset, in.size());
-    return ram_->write(offset, in);
-  }
-  [[nodiscard]] bool write_zeroes(uint64_t offset, uint64_t length) override {
-    guard(offset, length);
-    return ram_->write_zeroes(offset, length);
-  }
-  [[nodiscard]] bool flush() override { return ram_->flush(); }
+  [[nodiscard]] std::size_t poll(std::span<BackendCompletion> out) override { return ram_->poll(out); }
+  [[nodiscard]] std::string describe() const override { return "checked " + ram_->describe(); }
 
  private:
   void guard(uint64_t offset, uint64_t length) const {
@@ -263,6 +256,7 @@ void run(Slot& slot, const SqeBytes& s, std::size_t in_capsule_length, Script& s
   if (plan.direction == DataDirection::kHostToController) script.host_data(data);
   const CommandResult result = queue.execute(s, data, now);
   trace("execute", queue, s[0], result.status);
+  check(!result.pending);  // RAM completes every request within submit()
   check(result.data_length <= plan.length);
   if (result.data_length != 0) check(plan.direction == DataDirection::kControllerToHost);
 }

@@ -1,15 +1,17 @@
 // Test players for the NVMe core: SQEs built the way Linux's nvme-rdma host builds them (PSDT 01b, a keyed SGL
 // 0x4F for data, the null keyed SGL 0x40 for none, in-capsule 0x01 for small writes on I/O queues), and a Host that
 // stands in for the host and the transport at once: it runs plan(), moves the data plan() asked for, runs
-// execute(), and keeps what came back.
+// execute(), and keeps what came back (polling the target until a command a backend runs has finished).
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "apps/nvmf/nvme/nvmf_target.h"
@@ -171,7 +173,8 @@ struct Exchange {
 // The host and the transport of one queue.
 class Host {
  public:
-  Host(NvmfTarget& target, uint16_t qid, uint16_t sq_size = 32) : queue(target.open_queue(qid, sq_size)) {}
+  Host(NvmfTarget& target, uint16_t qid, uint16_t sq_size = 32)
+      : target_(&target), queue(target.open_queue(qid, sq_size)) {}
 
   // Plans, moves `h2c` when the plan asks for host-to-controller data (in the capsule or by RDMA READ), executes.
   Exchange run(const Sqe& sqe, std::span<const uint8_t> h2c = {}, std::size_t in_capsule_length = 0) {
@@ -185,7 +188,8 @@ class Host {
     std::vector<uint8_t> buffer(x.plan.length, 0xEE);
     if (x.plan.direction == DataDirection::kHostToController)
       std::memcpy(buffer.data(), h2c.data(), std::min<std::size_t>(h2c.size(), buffer.size()));
-    x.result = queue->execute(sqe.bytes, buffer, now);
+    x.result = queue->execute(sqe.bytes, buffer, now, ++tag_);
+    if (x.result.pending) x.result = wait_for(tag_);
     buffer.resize(x.result.data_length);
     x.data = std::move(buffer);
     return x;
@@ -203,7 +207,32 @@ class Host {
     return static_cast<uint16_t>(c.result.dw0);
   }
 
+  // Polls the target until the backend I/O of command `tag` finished (at most 30 s: a backend that never
+  // answers fails the test as Internal Error instead of hanging it).
+  CommandResult wait_for(uint32_t tag) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (std::chrono::steady_clock::now() < deadline) {
+      (void)target_->poll();
+      std::array<CompletedCommand, 8> done;
+      const std::size_t n = queue->reap(done);
+      for (std::size_t i = 0; i < n; ++i) {
+        if (done[i].tag == tag) return done[i].result;
+        finished.push_back(done[i]);
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    CommandResult timed_out;
+    timed_out.status = 0x0006;
+    return timed_out;
+  }
+
+ private:
+  NvmfTarget* target_;
+  uint32_t tag_ = 0;
+
+ public:
   std::unique_ptr<NvmfQueue> queue;
+  std::vector<CompletedCommand> finished;  // other commands' completions wait_for() met
   uint64_t now = 1000;
 };
 

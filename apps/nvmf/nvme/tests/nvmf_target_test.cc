@@ -3,6 +3,7 @@
 // (keep-alive expiry, shutdown, the admin queue closing), and the helpers the transport shares.
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <numeric>
 
 #include "apps/nvmf/nvme/tests/nvme_host.h"
@@ -400,17 +401,32 @@ TEST(NvmfHelpers, ParseSglAndCommandId) {
   EXPECT_FALSE(i.invalidate);
 }
 
-TEST(NvmfHelpers, RamBackendStaysInside) {
+TEST(NvmfHelpers, RamBackendStaysInsideAndCompletesWithinSubmit) {
   auto ram = make_ram_backend(8192);
   std::vector<uint8_t> buf(4096, 1);
-  EXPECT_TRUE(ram->write(4096, buf));
-  EXPECT_FALSE(ram->write(4097, buf));
-  EXPECT_FALSE(ram->read(UINT64_MAX - 10, buf));
-  EXPECT_FALSE(ram->write_zeroes(8192, 1));
-  EXPECT_TRUE(ram->write_zeroes(8192, 0));
-  EXPECT_TRUE(ram->read(4096, buf));
+  auto request = [&](BackendOp op, uint64_t offset, uint64_t length) {
+    BackendRequest r;
+    r.op = op;
+    r.offset = offset;
+    r.length = length;
+    r.data = buf.data();
+    return ram->submit(r);
+  };
+  EXPECT_EQ(request(BackendOp::kWrite, 4096, 4096), 0);
+  EXPECT_EQ(request(BackendOp::kWrite, 4097, 4096), -EINVAL);
+  EXPECT_EQ(request(BackendOp::kRead, UINT64_MAX - 10, 4096), -EINVAL);
+  EXPECT_EQ(request(BackendOp::kWriteZeroes, 8192, 1), -EINVAL);
+  EXPECT_EQ(request(BackendOp::kWriteZeroes, 8192, 0), 0);
+  std::fill(buf.begin(), buf.end(), 0);
+  EXPECT_EQ(request(BackendOp::kRead, 4096, 4096), 0);
   EXPECT_EQ(buf[4095], 1);
-  EXPECT_TRUE(ram->flush());
+  EXPECT_EQ(request(BackendOp::kDeallocate, 4096, 512), 0);
+  EXPECT_EQ(request(BackendOp::kRead, 4096, 4096), 0);
+  EXPECT_EQ(buf[511], 0);
+  EXPECT_EQ(buf[512], 1);
+  EXPECT_EQ(request(BackendOp::kFlush, 0, 0), 0);
+  std::array<BackendCompletion, 4> completions;
+  EXPECT_EQ(ram->poll(completions), 0U);
 }
 
 TEST(NvmfConfig, ValidateNamesTheFirstProblem) {
