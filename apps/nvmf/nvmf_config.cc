@@ -8,6 +8,8 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "apps/nvmf/file_backend.h"
+
 namespace uroce::nvmf {
 
 namespace {
@@ -88,18 +90,49 @@ bool is_nqn(const std::string& nqn) {
 
 void read_namespace(Reader& r, const YAML::Node& node, const std::string& key, SubsystemConfig& subsystem,
                     std::set<uint32_t>& nsids) {
-  if (!r.map(node, key, {"nsid", "ram_mb", "block_size"})) return;
+  if (!r.map(node, key, {"nsid", "ram_mb", "file", "size_mb", "io", "block_size"})) return;
   NamespaceConfig ns;
   uint64_t ram_mb = 0;
+  uint64_t size_mb = 0;
+  std::string file;
+  std::string io = "auto";
   r.integer(node, key, "nsid", ns.nsid, 1, 1024);
   r.integer(node, key, "ram_mb", ram_mb, 1, 1u << 20);
+  r.text(node, key, "file", file, 4096);
+  r.integer(node, key, "size_mb", size_mb, 1, uint64_t{1} << 30);
+  r.text(node, key, "io", io, 16);
   r.integer(node, key, "block_size", ns.block_size, 512, 4096);
   if (ns.block_size != 512 && ns.block_size != 4096)
     r.error(key + ".block_size", "must be 512 or 4096, got " + std::to_string(ns.block_size));
-  if (!node["ram_mb"].IsDefined()) r.error(key, "needs a backend: ram_mb (the size of a RAM namespace in MiB)");
+  const bool is_ram = node["ram_mb"].IsDefined(), is_file = node["file"].IsDefined();
+  if (is_ram == is_file)
+    r.error(key, "needs one backend: ram_mb (a RAM namespace of that many MiB) or file (a file or block device)");
+  if (node["size_mb"].IsDefined() && !is_file) r.error(key + ".size_mb", "goes with file (it creates or extends it)");
+  if (node["io"].IsDefined() && !is_file) r.error(key + ".io", "goes with file");
+  FileIo mode = FileIo::kAuto;
+  if (io == "io_uring") {
+    mode = FileIo::kIoUring;
+  } else if (io == "threads") {
+    mode = FileIo::kWorkerThreads;
+  } else if (io != "auto") {
+    r.error(key + ".io", "must be auto, io_uring or threads, got '" + io + "'");
+  }
   if (!nsids.insert(ns.nsid).second)
     r.error(key + ".nsid", std::to_string(ns.nsid) + " is used twice in this subsystem");
-  if (r.ok()) ns.backend = make_ram_backend(ram_mb << 20);
+  if (r.ok() && is_ram) ns.backend = make_ram_backend(ram_mb << 20);
+  if (r.ok() && is_file) {
+    FileBackendOptions options;
+    options.path = file;
+    options.create_size = size_mb << 20;
+    options.block_size = ns.block_size;
+    options.io = mode;
+    auto opened = open_file_backend(options);
+    if (auto* backend = std::get_if<std::shared_ptr<Backend>>(&opened)) {
+      ns.backend = std::move(*backend);
+    } else {
+      r.error(key + ".file", std::get<std::string>(opened));
+    }
+  }
   subsystem.namespaces.push_back(std::move(ns));
 }
 

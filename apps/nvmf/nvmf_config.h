@@ -13,7 +13,11 @@
 //         allowed_hosts: []              # host NQNs; empty: any
 //         namespaces:
 //           - {nsid: 1, ram_mb: 256, block_size: 512}
+//           - {nsid: 2, file: /srv/nvmf/ns2.img, size_mb: 1024, block_size: 4096}   # or a block device
 //
+// A namespace has one backend: `ram_mb`, or `file` (a regular file or a block device; `size_mb` creates the file
+// or extends it, `io: auto | io_uring | threads` picks how it is driven, file_backend.h). File errors name the
+// key: "nvmf.subsystems[0].namespaces[1].file: /srv/x: does not exist (size_mb creates it)".
 // Without the section: one subsystem, kDefaultNqn, with one 256 MiB RAM namespace of 512-byte blocks.
 #pragma once
 
