@@ -21,6 +21,13 @@ std::optional<std::size_t> find_element(const YAML::Node& list, const std::strin
   return std::nullopt;
 }
 
+std::string quoted(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() + 2);
+  out.append(1, '\'').append(text).append(1, '\'');
+  return out;
+}
+
 }  // namespace
 
 // A YAML::Node is a handle, so `root` is const and still edited: `node` starts as another handle on its document.
@@ -43,11 +50,13 @@ std::optional<std::string> apply_override(const YAML::Node& root, const Override
       if (close == std::string_view::npos) return "has a '[' without its ']'";
       const std::string selector(rest.substr(1, close - 1));
       rest.remove_prefix(close + 1);
-      if (!node.IsSequence()) return "'" + std::string(name) + "' is " + describe_node(node) + ", not a list";
+      // quoted() rather than "'" + std::string(name): GCC 12 at -O3 reports a false -Wrestrict on a literal
+      // prepended to a temporary string (GCC PR 105651).
+      if (!node.IsSequence()) return quoted(name) + " is " + describe_node(node) + ", not a list";
       const std::optional<std::size_t> found = find_element(node, selector);
       if (!found) {
-        return "'" + std::string(name) + "' has no element " + (parse_integer(selector) ? "" : "named ") + "'" +
-               selector + "' (it has " + std::to_string(node.size()) + ")";
+        return quoted(name) + " has no element " + (parse_integer(selector) ? "" : "named ") + quoted(selector) +
+               " (it has " + std::to_string(node.size()) + ")";
       }
       node.reset(node[*found]);
     }
