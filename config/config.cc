@@ -224,6 +224,7 @@ LoadResult load_config(std::string_view yaml_text, const LoadOptions& options) {
     check_ports(r, config);
     check_sizes(r, config);
     check_faults(r, config.faults);
+    if (options.machine) check_machine(r, config, *options.machine);
     return finish(r, std::move(config));
   } catch (const YAML::Exception& e) {
     if (e.mark.is_null()) return one_error("<yaml>", e.msg);

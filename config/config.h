@@ -18,6 +18,14 @@ namespace uroce::config {
 
 enum class HugePages : uint8_t { kAuto, kOn, kOff };      // auto: use them if enough are free, else --no-huge
 enum class IdlePolicy : uint8_t { kBusyPoll, kBackoff };  // backoff: pause, then short sleeps when idle (tests)
+// How RoCEv2 packets reach the engines' RX queues (dataplane/steering.h):
+//   kRteFlow  rte_flow rules send UDP/4791 to the engines' queues (RSS over the UDP source port, the RoCE entropy
+//             field) and leave everything else to the kernel (flow isolation) or to engine 0's queue; start-up
+//             fails if the PMD refuses them
+//   kRss      no rules: the port's RSS (where it has any) spreads packets over the queues, and an engine that gets
+//             another engine's QP's packet passes it on through a redirect ring
+//   kAuto     kRteFlow where the PMD accepts the rules, else kRss, saying so in the log
+enum class Steering : uint8_t { kAuto, kRteFlow, kRss };
 
 struct EalConfig {
   // One engine per entry, pinned to that CPU, in order. The YAML value `auto` is resolved when the config is
@@ -59,6 +67,7 @@ struct PortConfig {
   uint16_t mtu = 1500;               // Ethernet MTU (IP packet size); RoCE PMTU must fit: mtu >= pmtu + 80
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
+  Steering steering = Steering::kAuto;
 };
 
 struct EngineConfig {
@@ -129,12 +138,23 @@ struct Override {
   std::string value;
 };
 
+// What the loader may check against the machine it runs on (LoadOptions::machine). this_machine() reads it; tests
+// make their own.
+struct Machine {
+  std::vector<unsigned> present_cpus;  // /sys/devices/system/cpu/present: the CPUs that exist
+  std::vector<unsigned> allowed_cpus;  // process_allowed_cpus(): the ones this process may run on
+  [[nodiscard]] static Machine this_machine();
+};
+
 struct LoadOptions {
   std::vector<Override> overrides;  // applied in order
   std::string only_port;            // non-empty: keep only the port it names ("0" or "veth"), for a one-port tool
   // Top-level sections an application reads itself from the same file (uroce-nvmf-target's `nvmf`): skipped
   // here rather than reported as unknown keys.
   std::vector<std::string> application_sections;
+  // Given: also check the config against this machine (eal.lcores that do not exist or that this process may not
+  // run on). Tools pass Machine::this_machine(); without it a config written for another machine still loads.
+  std::optional<Machine> machine;
 };
 
 // Parses and validates. Unknown keys are errors (a typo must not silently fall back to a default).

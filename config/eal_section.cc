@@ -1,5 +1,6 @@
 // The `eal` section: lcores (a list, a "0-3,8" string or `auto`), hugepages, memory, file prefix, extra EAL
 // arguments.
+#include <algorithm>
 #include <limits>
 #include <set>
 
@@ -16,26 +17,6 @@ std::string_view trim(std::string_view s) {
   while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
   while (!s.empty() && s.back() == ' ') s.remove_suffix(1);
   return s;
-}
-
-// "0-3,8" (DPDK's -l syntax without the @ and () forms) as inclusive ranges. Nothing if the text isn't of that shape.
-std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parse_lcore_ranges(std::string_view text) {
-  std::vector<std::pair<uint64_t, uint64_t>> ranges;
-  while (true) {
-    const std::size_t comma = text.find(',');
-    const std::string_view item = text.substr(0, comma);
-    const std::size_t dash = item.find('-');
-    const auto first = parse_integer(trim(item.substr(0, dash)));
-    const auto last = dash == std::string_view::npos ? first : parse_integer(trim(item.substr(dash + 1)));
-    if (!first || !last || first->negative || last->negative) return std::nullopt;
-    // An overflowing id is simply too large; the caller's range check reports it.
-    const uint64_t from = first->overflow ? std::numeric_limits<uint64_t>::max() : first->magnitude;
-    const uint64_t to = last->overflow ? std::numeric_limits<uint64_t>::max() : last->magnitude;
-    if (from > to) return std::nullopt;
-    ranges.emplace_back(from, to);
-    if (comma == std::string_view::npos) return ranges;
-    text.remove_prefix(comma + 1);
-  }
 }
 
 void read_lcores(Reader& r, const YAML::Node& node, const std::string& key, EalConfig& out) {
@@ -61,7 +42,7 @@ void read_lcores(Reader& r, const YAML::Node& node, const std::string& key, EalC
     }
     if (!ok) return;
   } else if (node.IsScalar()) {
-    const auto ranges = parse_lcore_ranges(node.Scalar());
+    const auto ranges = parse_cpu_ranges(node.Scalar());
     if (!ranges) {
       r.error(key, "must be 'auto', a list of lcore ids or a string like '0-3,8', got " + describe_node(node));
       return;
@@ -130,8 +111,63 @@ constexpr std::array<Field<EalConfig>, 5> kEalFields = {{
 
 }  // namespace
 
+std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parse_cpu_ranges(std::string_view text) {
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  while (true) {
+    const std::size_t comma = text.find(',');
+    const std::string_view item = text.substr(0, comma);
+    const std::size_t dash = item.find('-');
+    const auto first = parse_integer(trim(item.substr(0, dash)));
+    const auto last = dash == std::string_view::npos ? first : parse_integer(trim(item.substr(dash + 1)));
+    if (!first || !last || first->negative || last->negative) return std::nullopt;
+    // An overflowing id is simply too large; the caller's range check reports it.
+    const uint64_t from = first->overflow ? std::numeric_limits<uint64_t>::max() : first->magnitude;
+    const uint64_t to = last->overflow ? std::numeric_limits<uint64_t>::max() : last->magnitude;
+    if (from > to) return std::nullopt;
+    ranges.emplace_back(from, to);
+    if (comma == std::string_view::npos) return ranges;
+    text.remove_prefix(comma + 1);
+  }
+}
+
 void read_eal_section(Reader& r, const YAML::Node& node, const std::string& key, Config& out) {
   read_map(r, node, key, kEalFields, out.eal);
+}
+
+namespace {
+
+// "0-1,4" for messages, the way the kernel and taskset print CPU lists.
+std::string cpu_list_text(const std::vector<unsigned>& cpus) {
+  std::string text;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    text.append(text.empty() ? "" : ",").append(std::to_string(cpus[i]));
+    if (j > i) text.append("-").append(std::to_string(cpus[j]));
+    i = j + 1;
+  }
+  return text.empty() ? "none" : text;
+}
+
+bool contains(const std::vector<unsigned>& cpus, unsigned cpu) {
+  return std::find(cpus.begin(), cpus.end(), cpu) != cpus.end();
+}
+
+}  // namespace
+
+void check_machine(Reader& r, const Config& config, const Machine& machine) {
+  if (!r.ok_under("eal.lcores")) return;
+  for (std::size_t i = 0; i < config.eal.lcores.size(); ++i) {
+    const unsigned cpu = config.eal.lcores[i];
+    const std::string engine = "engine " + std::to_string(i) + "'s CPU " + std::to_string(cpu);
+    if (!machine.present_cpus.empty() && !contains(machine.present_cpus, cpu)) {
+      r.error("eal.lcores", engine + " does not exist: this machine has CPUs " + cpu_list_text(machine.present_cpus) +
+                                " (lscpu); name those, or use 'auto'");
+    } else if (!machine.allowed_cpus.empty() && !contains(machine.allowed_cpus, cpu)) {
+      r.error("eal.lcores", engine + " is not one this process may run on (" + cpu_list_text(machine.allowed_cpus) +
+                                ": taskset or a cpuset restricts it); name one of those, or use 'auto'");
+    }
+  }
 }
 
 }  // namespace uroce::config::detail

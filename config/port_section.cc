@@ -78,7 +78,10 @@ std::optional<IpAddress> parse_ip(std::string_view text) {
   return ip;
 }
 
-constexpr std::array<Field<PortConfig>, 7> kPortFields = {{
+constexpr std::array<std::pair<std::string_view, Steering>, 3> kSteeringNames = {
+    {{"auto", Steering::kAuto}, {"rte_flow", Steering::kRteFlow}, {"rss", Steering::kRss}}};
+
+constexpr std::array<Field<PortConfig>, 8> kPortFields = {{
     {"name", text<&PortConfig::name>()},
     {"device",
      [](Reader& r, const YAML::Node& node, const std::string& key, PortConfig& out) {
@@ -123,6 +126,10 @@ constexpr std::array<Field<PortConfig>, 7> kPortFields = {{
     {"mtu", integer<&PortConfig::mtu, 576, 9216>()},
     {"rx_descriptors", integer<&PortConfig::rx_descriptors, 64, 32768>()},
     {"tx_descriptors", integer<&PortConfig::tx_descriptors, 64, 32768>()},
+    {"steering",
+     [](Reader& r, const YAML::Node& node, const std::string& key, PortConfig& out) {
+       if (const auto v = r.choice(node, key, kSteeringNames)) out.steering = *v;
+     }},
 }};
 
 }  // namespace
@@ -166,7 +173,14 @@ void check_ports(Reader& r, const Config& config) {
         r.error(key + ".name", "'" + port.name + "' is already used by " + index_key("ports", it->second));
       }
     }
-    if (port.device.starts_with(kRingPrefix)) ring_links[port.device.substr(kRingPrefix.size())].push_back(i);
+    if (port.device.starts_with(kRingPrefix)) {
+      ring_links[port.device.substr(kRingPrefix.size())].push_back(i);
+      // net_ring has no rte_flow (-ENOSYS); the engines' queues are the link's rings, so there is nothing to steer.
+      if (port.steering == Steering::kRteFlow && r.ok(key + ".steering")) {
+        r.error(key + ".steering",
+                "must be auto or rss on a ring link ('" + port.device + "'): net_ring has no rte_flow, got 'rte_flow'");
+      }
+    }
     if (port.addresses.empty() && r.ok_under(key + ".addresses") && r.ok(key)) {
       r.error(key + ".addresses", "must list at least one IP address (RoCEv2 runs over UDP/IP), got none");
     }

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "config/config.h"
 #include "config/yaml_reader.h"
@@ -17,6 +19,11 @@ constexpr std::string_view kRingPrefix = "ring:";  // ports[i].device naming one
 
 // eal_section.cc
 void read_eal_section(Reader& r, const YAML::Node& node, const std::string& key, Config& out);
+// "0-3,8" (DPDK's -l syntax without the @ and () forms, and the kernel's CPU list format) as inclusive ranges.
+// Nothing if the text isn't of that shape.
+[[nodiscard]] std::optional<std::vector<std::pair<uint64_t, uint64_t>>> parse_cpu_ranges(std::string_view text);
+// The config's engine lcores against the CPUs the machine has and this process may use.
+void check_machine(Reader& r, const Config& config, const Machine& machine);
 
 // port_section.cc
 void read_ports(Reader& r, const YAML::Node& node, const std::string& key, Config& out);

@@ -106,6 +106,7 @@ std::optional<ToolConfig> load_tool_config(const ConfigOptions& options, bool on
     load.overrides.push_back({s.on_port ? port_key + "." + s.override.key : s.override.key, s.override.value});
   }
   if (one_port) load.only_port = options.port.empty() ? "0" : options.port;
+  load.machine = config::Machine::this_machine();  // eal.lcores that do not exist here are config errors
   load.application_sections = application_sections;
   const config::LoadResult loaded = options.path.empty() ? config::load_config(config::embedded_default_yaml(), load)
                                                          : config::load_config_file(options.path, load);

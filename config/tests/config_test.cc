@@ -390,6 +390,14 @@ ports:
        "got '00:3b:00.0'"},
       {"EmptyRingLink", one_port("name: a, device: 'ring:', addresses: [198.18.0.1]"), "ports[0].device",
        "got 'ring:'"},
+      {"SteeringUnknown", doc("", "steering: flow"), "ports[0].steering",
+       "must be one of auto, rte_flow, rss, got 'flow'"},
+      {"SteeringRteFlowOnARingLink", R"(
+ports:
+  - {name: a, device: ring:x, addresses: [198.18.0.1], steering: rte_flow}
+  - {name: b, device: ring:x, addresses: [198.18.0.2]}
+)",
+       "ports[0].steering", "must be auto or rss on a ring link ('ring:x'): net_ring has no rte_flow"},
       {"RingLinkWithOnePort", one_port("name: a, device: ring:x, addresses: [198.18.0.1]"), "ports[0].device",
        "ring link 'x' must be named by exactly two ports (its two ends), got 1 (ports[0])"},
       {"RingLinkWithThreePorts", R"(
@@ -641,10 +649,77 @@ TEST(Config, EveryExampleIsValid) {
     const LoadResult result = load_config_file(entry.path().string());
     EXPECT_THAT(result.errors, IsEmpty()) << result.describe(entry.path().string());
   }
-  for (const char* expected :
-       {"memif-two-process-server.yaml", "memif-two-process-client.yaml", "af-packet-rxe-peer.yaml", "connectx.yaml"}) {
+  for (const char* expected : {"memif-two-process-server.yaml", "memif-two-process-client.yaml",
+                               "af-packet-rxe-peer.yaml", "connectx.yaml", "e810.yaml"}) {
     EXPECT_TRUE(names.contains(expected)) << expected;
   }
+}
+
+// The NIC examples are what docs point operators at: the settings the README promises must be the ones they hold.
+TEST(Config, NicExamplesUsePmtu4096OnMtu4200WithRteFlowSteering) {
+  for (const char* name : {"connectx.yaml", "e810.yaml"}) {
+    const LoadResult result = load_config_file((config_dir() / "examples" / name).string());
+    ASSERT_TRUE(result.config) << result.describe(name);
+    const Config& c = *result.config;
+    EXPECT_EQ(c.rdma.path_mtu, 4096) << name;
+    EXPECT_EQ(c.ports[0].mtu, 4200) << name;
+    EXPECT_EQ(c.ports[0].steering, Steering::kRteFlow) << name;
+    EXPECT_EQ(c.eal.hugepages, HugePages::kOn) << name;
+    EXPECT_EQ(c.engine.idle, IdlePolicy::kBusyPoll) << name;
+  }
+}
+
+TEST(Config, SteeringDefaultsToAutoAndReadsEachMode) {
+  EXPECT_EQ(load_valid(doc("")).ports[0].steering, Steering::kAuto);
+  EXPECT_EQ(load_valid(doc("", "steering: rte_flow")).ports[0].steering, Steering::kRteFlow);
+  EXPECT_EQ(load_valid(doc("", "steering: rss")).ports[0].steering, Steering::kRss);
+  EXPECT_EQ(load_valid(doc("", "steering: auto")).ports[0].steering, Steering::kAuto);
+}
+
+// ---- The machine check (LoadOptions::machine) ----
+
+LoadResult load_on(std::string_view text, std::vector<unsigned> present, std::vector<unsigned> allowed) {
+  LoadOptions options;
+  options.machine = Machine{std::move(present), std::move(allowed)};
+  return load_config(text, options);
+}
+
+TEST(ConfigMachine, LcoresTheMachineHasAndMayUseLoad) {
+  EXPECT_THAT(load_on(doc("eal: {lcores: [1, 2]}"), {0, 1, 2, 3}, {0, 1, 2, 3}).errors, IsEmpty());
+  EXPECT_THAT(load_on(doc("eal: {lcores: 2-3}"), {0, 1, 2, 3}, {2, 3}).errors, IsEmpty());
+}
+
+TEST(ConfigMachine, AnLcoreThatDoesNotExistIsAnErrorNamingTheMachinesCpus) {
+  EXPECT_THAT(load_on(doc("eal: {lcores: 2-5}"), {0, 1}, {0, 1}).errors,
+              ElementsAre(is_error("eal.lcores", "engine 0's CPU 2 does not exist: this machine has CPUs 0-1 (lscpu)"),
+                          is_error("eal.lcores", "engine 1's CPU 3 does not exist"),
+                          is_error("eal.lcores", "engine 2's CPU 4 does not exist"),
+                          is_error("eal.lcores", "engine 3's CPU 5 does not exist")));
+  EXPECT_THAT(load_on(doc("eal: {lcores: [0, 9]}"), {0, 1, 2, 3, 6, 7}, {0, 1, 2, 3, 6, 7}).errors,
+              ElementsAre(is_error("eal.lcores", "engine 1's CPU 9 does not exist: this machine has CPUs 0-3,6-7")));
+}
+
+TEST(ConfigMachine, AnLcoreOutsideTheProcesssAffinityIsAnError) {
+  EXPECT_THAT(load_on(doc("eal: {lcores: [1, 3]}"), {0, 1, 2, 3}, {0, 1}).errors,
+              ElementsAre(is_error("eal.lcores",
+                                   "engine 1's CPU 3 is not one this process may run on (0-1: taskset or a cpuset "
+                                   "restricts it); name one of those, or use 'auto'")));
+}
+
+TEST(ConfigMachine, ALcoresErrorAlreadyReportedIsNotReportedAgain) {
+  EXPECT_THAT(load_on(doc("eal: {lcores: [0, 0]}"), {0}, {0}).errors,
+              ElementsAre(is_error("eal.lcores[1]", "is listed twice")));
+}
+
+TEST(ConfigMachine, ThisMachineHasTheCpusThisProcessMayUse) {
+  const Machine machine = Machine::this_machine();
+  EXPECT_EQ(machine.allowed_cpus, process_allowed_cpus());
+  ASSERT_FALSE(machine.present_cpus.empty());
+  for (const unsigned cpu : machine.allowed_cpus) EXPECT_THAT(machine.present_cpus, ::testing::Contains(cpu));
+  // So the embedded default, which takes its lcores from this process's CPUs, passes the check here.
+  LoadOptions options;
+  options.machine = machine;
+  EXPECT_THAT(load_config(embedded_default_yaml(), options).errors, IsEmpty());
 }
 
 TEST(Config, MemifExamplesArePairedEnds) {
@@ -680,6 +755,7 @@ TEST(Config, ReadmeTableListsEveryKeyAndEachIsKnown) {
                                           "ports[i].mtu",
                                           "ports[i].rx_descriptors",
                                           "ports[i].tx_descriptors",
+                                          "ports[i].steering",
                                           "engine.idle",
                                           "engine.rx_burst",
                                           "engine.tx_burst",
