@@ -35,6 +35,8 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"tx_bytes", &E::tx_bytes},
     {"tx_backlog_drops", &E::tx_backlog_drops},
     {"mbuf_alloc_failures", &E::mbuf_alloc_failures},
+    {"busy_cycles", &E::busy_cycles},
+    {"total_cycles", &E::total_cycles},
     {"timers_fired", &E::timers_fired},
     {"commands_executed", &E::commands_executed},
     {"fault_dropped", &E::fault_dropped},

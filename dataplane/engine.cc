@@ -99,8 +99,14 @@ EngineContext::~EngineContext() = default;
 void EngineContext::run() noexcept {
   // Sleeps in the backoff policy should be ~30 us, not the default 50 us timer slack on top.
   if (!busy_poll_) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
+  bool previous_found_work = false;
+  now_ = rte_rdtsc();
   while (running_) {
+    // The iteration that just ended, timed with the one TSC read each iteration makes anyway.
+    const uint64_t previous = now_;
     now_ = rte_rdtsc();
+    counters_.total_cycles.add(now_ - previous);
+    if (previous_found_work) counters_.busy_cycles.add(now_ - previous);
     uint32_t work = run_commands();
     for (std::size_t p = 0; p < tx_.size(); ++p) work += poll_port(static_cast<PortIndex>(p));
     for (EngineId owner = 0; owner < engine_count_; ++owner) flush_redirect(owner);
@@ -110,6 +116,7 @@ void EngineContext::run() noexcept {
     work += fired;
     work += poll_pollers();
     work += flush_all_tx();
+    previous_found_work = work != 0;
     idle(work);
   }
   // Commands posted before the stop are answered; none can be posted after it (Engine::stop).

@@ -106,6 +106,7 @@ Result<std::unique_ptr<PortSet>> PortSet::open(const config::Config& config, std
   set->ports_.resize(config.ports.size());
   set->started_.assign(config.ports.size(), false);
   set->have_ethdev_.assign(config.ports.size(), false);
+  set->steering_.resize(config.ports.size());
   for (std::size_t i = 0; i < config.ports.size(); ++i) {
     const config::PortConfig& pc = config.ports[i];
     Port& p = set->ports_[i];
@@ -220,7 +221,21 @@ Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte
                          info.driver_name + " device has " + std::to_string(info.max_rx_queues) + " RX and " +
                          std::to_string(info.max_tx_queues) + " TX");
   }
+  const SteeringTarget steering_target{id, queues, !port.ipv4.empty(), !port.ipv6.empty(), label};
+  // A ring link has no rte_flow and nothing to steer: its queues are rings. `auto` skips it without a word.
+  const config::Steering steering = port.device.kind == DeviceKind::kRingLink ? config::Steering::kRss : pc.steering;
+  PortSteering& port_steering = steering_[port.index];
+  port_steering.request_isolation(steering_target, steering);
+
   rte_eth_conf conf{};
+  // RSS over the UDP 4-tuple, where the device hashes UDP at all: one QP's packets (fixed addresses and UDP ports)
+  // stay on one queue, in order, and QPs spread over the engines. It is what the fallback runs on, and what
+  // traffic no rule matches takes when rte_flow rules run un-isolated.
+  const uint64_t udp_hash = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_NONFRAG_IPV6_UDP);
+  if (queues > 1 && udp_hash != 0 && !port_steering.isolated()) {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = udp_hash;
+  }
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
   if (const int rc = rte_eth_dev_configure(id, queues, queues, &conf); rc != 0)
     return Status::error(label + ": rte_eth_dev_configure: " + errno_text(rc));
@@ -265,6 +280,10 @@ Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte
   if (const int rc = rte_eth_dev_start(id); rc != 0)
     return Status::error(label + ": rte_eth_dev_start: " + errno_text(rc));
   started_[port.index] = true;
+
+  auto mode = port_steering.install(steering_target, steering);
+  if (!mode.ok()) return mode.status();
+  port.steering = *mode;
   return {};
 }
 
@@ -275,6 +294,7 @@ void PortSet::close() noexcept {
   closed_ = true;
   const std::function<void()> stop_and_close = [this] {
     for (Port& p : ports_) {
+      if (have_ethdev_[p.index]) steering_[p.index].remove(p.port_id);
       if (started_[p.index]) (void)rte_eth_dev_stop(p.port_id);
     }
     for (Port& p : ports_) {

@@ -1,4 +1,5 @@
-// Port bring-up: every configured port opened with one RX and one TX queue per engine, started, link up.
+// Port bring-up: every configured port opened with one RX and one TX queue per engine, started, link up, and RoCE
+// steered to the engines' queues by rte_flow rules where the PMD takes them (steering.h).
 //
 //   net_<driver><n>[,args]  a vdev: the one EAL probed from --vdev, else hot-plugged here with rte_vdev_init
 //   <PCI address>[,args]    a device EAL probed from -a
@@ -25,6 +26,7 @@
 #include "dataplane/eal.h"
 #include "dataplane/qpn.h"
 #include "dataplane/status.h"
+#include "dataplane/steering.h"
 #include "proto/packet_builder.h"
 #include "proto/types.h"
 
@@ -44,6 +46,7 @@ struct Port {
   std::vector<proto::Ipv4Addr> ipv4;  // our addresses, answered by ARP
   std::vector<Ipv6Bytes> ipv6;        // our addresses, answered by ND
   uint16_t mtu = 1500;
+  SteeringMode steering = SteeringMode::kRss;  // how RoCE reaches the engines' queues (steering.h)
 
   [[nodiscard]] bool owns(proto::Ipv4Addr a) const noexcept;
   [[nodiscard]] bool owns(const Ipv6Bytes& a) const noexcept;
@@ -75,7 +78,8 @@ class PortSet {
   std::vector<Port> ports_;
   std::vector<bool> have_ethdev_;  // port_id is valid and ours to close
   std::vector<bool> started_;
-  std::vector<rte_ring*> rings_;  // ring links' rings, freed after their ports close
+  std::vector<PortSteering> steering_;  // [port]: its rte_flow rules, removed before it stops
+  std::vector<rte_ring*> rings_;        // ring links' rings, freed after their ports close
   unsigned instance_ = 0;
   bool closed_ = false;  // makes ring and ethdev names unique across PortSets in one process
 };

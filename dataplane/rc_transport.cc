@@ -4,6 +4,7 @@
 #include <cstring>
 #include <string>
 
+#include <arpa/inet.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
@@ -315,10 +316,14 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
     const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
     if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());
   }
+  RcTransport* transport = t.get();
+  publish_qp_source(transport, QpSource{[transport] { return transport->qp_numbers(); },
+                                        [transport](uint32_t qpn) { return transport->report_qp(qpn); }});
   return t;
 }
 
 RcTransport::~RcTransport() {
+  withdraw_qp_source(this);  // first, and not under mutex_: a telemetry call holds its lock, then takes mutex_
   for (std::size_t e = 0; e < engines_.size(); ++e) {
     (void)dataplane_.engine(static_cast<EngineId>(e)).remove_poller(engines_[e].get());
   }
@@ -415,6 +420,7 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));
   }
+  qp.peer_ = peer;
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
     qp.ctx_ = &ctx;
     qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);
@@ -541,6 +547,83 @@ void RcTransport::flush(RcQueuePair& qp) noexcept {
 
 Status RcTransport::retarget_completions(RcQueuePair& qp, CompletionQueue* from, CompletionQueue* to) {
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext&) { qp.retarget_completions(from, to); });
+}
+
+namespace {
+
+std::string address_text(const config::IpAddress& ip) {
+  char text[INET6_ADDRSTRLEN] = {};
+  inet_ntop(ip.is_v6 ? AF_INET6 : AF_INET, ip.bytes.data(), text, sizeof(text));
+  return text;
+}
+
+// The state names of `rdma resource show qp`.
+const char* qp_state_name(proto::QpState state) noexcept {
+  switch (state) {
+    case proto::QpState::kReset:
+      return "RESET";
+    case proto::QpState::kInit:
+      return "INIT";
+    case proto::QpState::kReadyToReceive:
+      return "RTR";
+    case proto::QpState::kReadyToSend:
+      return "RTS";
+    case proto::QpState::kError:
+      return "ERR";
+  }
+  return "?";
+}
+
+}  // namespace
+
+std::vector<uint32_t> RcTransport::qp_numbers() {
+  std::lock_guard lock(mutex_);
+  std::vector<uint32_t> qpns;
+  qpns.reserve(qps_.size());
+  for (const auto& qp : qps_) qpns.push_back(qp->qpn().value());
+  return qpns;
+}
+
+std::optional<QpReport> RcTransport::report_qp(uint32_t qpn) {
+  std::lock_guard lock(mutex_);  // keeps the QP from being destroyed while its engine reads it
+  const auto it = std::find_if(qps_.begin(), qps_.end(), [&](const auto& qp) { return qp->qpn().value() == qpn; });
+  if (it == qps_.end()) return std::nullopt;
+  RcQueuePair& qp = **it;
+  QpReport report;
+  const EngineId engine = engine_of(qp.qpn());
+  const Status read = dataplane_.engine(engine).call([&](EngineContext&) {
+    const proto::RcQp& state = qp.qp_;
+    const proto::RcCounters& c = state.counters();
+    report.text = {{"type", "RC"},
+                   {"state", qp_state_name(state.state())},
+                   {"port", dataplane_.port(qp.setup().port).name},
+                   {"peer", qp.peer_ ? address_text(qp.peer_->ip) : std::string()}};
+    report.numbers = {{"lqpn", qpn},
+                      {"rqpn", state.attributes().remote_qpn.value()},
+                      {"engine", engine},
+                      {"path_mtu", state.attributes().path_mtu},
+                      {"sq_psn", state.next_send_psn().value()},
+                      {"unacked_psn", state.oldest_unacked_psn().value()},
+                      {"rq_psn", state.expected_receive_psn().value()},
+                      {"rx_write_requests", c.rx_write_requests},
+                      {"rx_read_requests", c.rx_read_requests},
+                      {"rx_atomic_requests", c.rx_atomic_requests},
+                      {"rx_send_requests", c.rx_send_requests},
+                      {"retransmitted_packets", c.retransmitted_packets},
+                      {"local_ack_timeout_err", c.local_ack_timeout_err},
+                      {"packet_seq_err", c.packet_seq_err},
+                      {"out_of_sequence", c.out_of_sequence},
+                      {"duplicate_request", c.duplicate_request},
+                      {"rcvd_rnr_err", c.rnr_nak_received},
+                      {"send_rnr_err", c.rnr_nak_sent},
+                      {"rnr_nak_retry_err", c.rnr_nak_retry_err},
+                      {"retry_exceeded_err", c.retry_exceeded_err},
+                      {"acks_sent", c.acks_sent},
+                      {"naks_sent", c.naks_sent},
+                      {"implied_nak_seq_err", c.implied_nak_seq_err}};
+  });
+  if (!read.ok()) return std::nullopt;
+  return report;
 }
 
 }  // namespace uroce::dataplane

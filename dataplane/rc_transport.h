@@ -30,6 +30,7 @@
 #include "config/config.h"
 #include "dataplane/dataplane.h"
 #include "dataplane/memory_table.h"
+#include "dataplane/telemetry.h"
 #include "dataplane/work_queues.h"
 #include "proto/rc_qp.h"
 
@@ -149,6 +150,7 @@ class RcQueuePair final : public proto::RcEnv {
   MemoryTable::ResolveCache remote_keys_;
   uint32_t published_sq_head_ = 0;
   proto::RcCounters synced_{};           // what sync_counters() last added to the engine's counters
+  std::optional<RcPeer> peer_;           // set by connect(), before the engine sees the QP connected
   bool flushed_before_connect_ = false;  // engine only
   std::atomic<bool> doorbell_pending_{false};
   std::atomic<bool> flush_requested_{false};
@@ -228,6 +230,11 @@ class RcTransport {
     uint32_t memory_slots = 0;
   };
   [[nodiscard]] Usage usage();
+
+  // Control path (the telemetry thread): the QPNs that exist, and one QP's state, peer, PSNs and counters, read
+  // on its engine (Engine::call) so the engine's writes are not raced. None if the QP is gone or its engine stopped.
+  [[nodiscard]] std::vector<uint32_t> qp_numbers();
+  [[nodiscard]] std::optional<QpReport> report_qp(uint32_t qpn);
 
  private:
   std::optional<uint32_t> new_token_locked();

@@ -88,6 +88,10 @@ class RcQp {
   [[nodiscard]] QpState state() const noexcept { return state_; }
   [[nodiscard]] const RcQpAttributes& attributes() const noexcept { return attrs_; }
   [[nodiscard]] const RcCounters& counters() const noexcept { return counters_; }
+  // The PSNs `rdma resource show qp` reports (for telemetry): sq_psn, the oldest unacknowledged, rq_psn.
+  [[nodiscard]] Psn next_send_psn() const noexcept { return next_psn_; }
+  [[nodiscard]] Psn oldest_unacked_psn() const noexcept { return unacked_psn_; }
+  [[nodiscard]] Psn expected_receive_psn() const noexcept { return expected_psn_; }
   // The oldest WQE index not yet retired: slots before it may be reused by the
   // application (the SQ consumer index the owner publishes).
   [[nodiscard]] uint32_t send_queue_head() const noexcept { return sq_oldest_; }
