@@ -1,0 +1,119 @@
+#include "apps/stat/telemetry_client.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <utility>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+namespace uroce::stat {
+
+namespace {
+
+constexpr const char* kRuntimeDirectory = "/var/run/dpdk";
+constexpr const char* kSocketName = "dpdk_telemetry.v2";
+
+std::string errno_text() { return std::strerror(errno); }  // NOLINT(concurrency-mt-unsafe): one thread
+
+// One message; SOCK_SEQPACKET keeps message boundaries, so one read is one answer.
+std::optional<std::string> read_message(int fd, std::size_t capacity, std::string& error) {
+  std::string buffer(capacity + 1, '\0');
+  const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+  if (n <= 0) {
+    error = n == 0 ? "the process closed the telemetry connection" : "reading the telemetry socket: " + errno_text();
+    return std::nullopt;
+  }
+  buffer.resize(static_cast<std::size_t>(n));
+  return buffer;
+}
+
+}  // namespace
+
+std::string telemetry_socket_path(const std::string& file_prefix) {
+  return std::string(kRuntimeDirectory) + "/" + file_prefix + "/" + kSocketName;
+}
+
+std::vector<std::string> find_file_prefixes(const std::string& prefix_start) {
+  std::vector<std::string> prefixes;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(kRuntimeDirectory, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.starts_with(prefix_start) && std::filesystem::exists(entry.path() / kSocketName, ec))
+      prefixes.push_back(name);
+  }
+  std::sort(prefixes.begin(), prefixes.end());
+  return prefixes;
+}
+
+std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socket_path, std::string& error) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof(address.sun_path)) {
+    error = "the socket path is too long: " + socket_path;
+    return std::nullopt;
+  }
+  std::memcpy(address.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = "socket(AF_UNIX, SOCK_SEQPACKET): " + errno_text();
+    return std::nullopt;
+  }
+  TelemetryClient client(fd);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
+    error = "cannot connect to " + socket_path + ": " + errno_text() +
+            " (is the uroce process running, with this --file-prefix, and are you root?)";
+    return std::nullopt;
+  }
+  auto greeting_text = read_message(fd, client.max_output_len_, error);
+  if (!greeting_text) return std::nullopt;
+  const auto greeting = parse_json(*greeting_text);
+  if (!greeting || greeting->object() == nullptr) {
+    error = "the telemetry greeting is not JSON: " + *greeting_text;
+    return std::nullopt;
+  }
+  if (const Json* pid = greeting->find("pid"); pid != nullptr && pid->unsigned_integer())
+    client.pid_ = static_cast<long>(*pid->unsigned_integer());
+  if (const Json* len = greeting->find("max_output_len"); len != nullptr && len->unsigned_integer())
+    client.max_output_len_ = static_cast<std::size_t>(*len->unsigned_integer());
+  return client;
+}
+
+TelemetryClient::TelemetryClient(TelemetryClient&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)), pid_(other.pid_), max_output_len_(other.max_output_len_) {}
+
+TelemetryClient& TelemetryClient::operator=(TelemetryClient&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
+    pid_ = other.pid_;
+    max_output_len_ = other.max_output_len_;
+  }
+  return *this;
+}
+
+TelemetryClient::~TelemetryClient() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::optional<Json> TelemetryClient::query(const std::string& command, std::string& error) {
+  if (::write(fd_, command.data(), command.size()) != static_cast<ssize_t>(command.size())) {
+    error = "writing to the telemetry socket: " + errno_text();
+    return std::nullopt;
+  }
+  auto answer_text = read_message(fd_, max_output_len_, error);
+  if (!answer_text) return std::nullopt;
+  auto answer = parse_json(*answer_text);
+  if (!answer) {
+    error = "the answer to " + command + " is not JSON: " + *answer_text;
+    return std::nullopt;
+  }
+  const std::string name = command.substr(0, command.find(','));
+  const Json* data = answer->find(name);
+  return data != nullptr ? *data : Json();
+}
+
+}  // namespace uroce::stat

@@ -1,0 +1,41 @@
+// A client of DPDK's telemetry socket (the one dpdk-telemetry.py uses): /var/run/dpdk/<file-prefix>/dpdk_telemetry.v2,
+// a SOCK_SEQPACKET unix socket that greets with {"version", "pid", "max_output_len"} and answers each command
+// ("/uroce/engine,0") with one JSON object {"<command>": <data>}. No DPDK needed on this side.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "apps/stat/json.h"
+
+namespace uroce::stat {
+
+// The telemetry socket of the DPDK process with this --file-prefix.
+[[nodiscard]] std::string telemetry_socket_path(const std::string& file_prefix);
+// The file prefixes under /var/run/dpdk whose telemetry socket starts with `prefix_start` ("uroce"), sorted.
+[[nodiscard]] std::vector<std::string> find_file_prefixes(const std::string& prefix_start);
+
+class TelemetryClient {
+ public:
+  // Connects and reads the greeting; an error says what failed and what to check.
+  [[nodiscard]] static std::optional<TelemetryClient> connect(const std::string& socket_path, std::string& error);
+  TelemetryClient(TelemetryClient&& other) noexcept;
+  TelemetryClient& operator=(TelemetryClient&& other) noexcept;
+  TelemetryClient(const TelemetryClient&) = delete;
+  TelemetryClient& operator=(const TelemetryClient&) = delete;
+  ~TelemetryClient();
+
+  // Sends `command` ("/uroce/port,0") and returns its data: the value under the command's name in the answer
+  // (null when the process answered null: no such object, or nothing published). Nothing if the connection failed.
+  [[nodiscard]] std::optional<Json> query(const std::string& command, std::string& error);
+  [[nodiscard]] long pid() const noexcept { return pid_; }
+
+ private:
+  explicit TelemetryClient(int fd) : fd_(fd) {}
+  int fd_ = -1;
+  long pid_ = 0;
+  std::size_t max_output_len_ = 16384;
+};
+
+}  // namespace uroce::stat
