@@ -344,9 +344,10 @@ std::variant<std::shared_ptr<Backend>, std::string> open_file_backend(const File
     }
   }
   if (size == 0) return fail(path + ": is empty (size_mb gives it a size)");
-  if (size % o.block_size != 0)
+  if (size % o.block_size != 0) {
     return fail(path + ": " + std::to_string(size) + " bytes is not a multiple of the block size " +
                 std::to_string(o.block_size));
+  }
   std::vector<uint8_t> first(o.block_size);
   if (::pread(fd, first.data(), first.size(), 0) != static_cast<ssize_t>(first.size()))
     return fail(path + ": cannot read its first block: " + errno_text(errno));
