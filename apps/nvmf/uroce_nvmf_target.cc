@@ -22,6 +22,7 @@
 
 #include "api/ndk.h"
 #include "apps/common/cm_connection.h"
+#include "apps/common/progress.h"
 #include "apps/common/tool_setup.h"
 #include "apps/nvmf/nvmf_config.h"
 #include "apps/nvmf/rdma_transport.h"
@@ -42,9 +43,10 @@ void usage(FILE* out) {
                "  `nvmf:` section (apps/nvmf/nvmf_config.h); without it, one 256 MiB RAM namespace under %s on\n"
                "  port %u of the port's first address.\n"
                "  --duration SECONDS  stop after this long (default: until SIGINT or SIGTERM)\n"
+               "%s"
                "  -h, --help\n"
                "%s",
-               kDefaultNqn, kDefaultPort, apps::kConfigOptionsHelp);
+               kDefaultNqn, kDefaultPort, apps::kProgressOptionHelp, apps::kConfigOptionsHelp);
 }
 
 std::optional<std::string> read_file(const std::string& path) {
@@ -67,6 +69,7 @@ int main(int argc, char** argv) {
   const std::optional<apps::ConfigOptions> config_options = apps::take_config_options(argc, argv, kTool);
   if (!config_options) return 2;
   uint64_t duration_s = 0;
+  std::chrono::seconds progress_interval = apps::default_progress_interval();
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "-h" || arg == "--help") {
@@ -78,6 +81,16 @@ int main(int argc, char** argv) {
       if (!v) return 2;
       duration_s = *v;
       continue;
+    }
+    if (arg == "--progress" && i + 1 < argc) {
+      const std::optional<std::chrono::seconds> v = apps::parse_progress_interval(kTool, argv[++i]);
+      if (!v) return 2;
+      progress_interval = *v;
+      continue;
+    }
+    if (arg == "--duration" || arg == "--progress") {
+      std::fprintf(stderr, "%s: %s needs a value in seconds\n", kTool, arg.c_str());
+      return 2;
     }
     std::fprintf(stderr, "%s: unknown option '%s' (see --help)\n", kTool, arg.c_str());
     return 2;
@@ -144,8 +157,16 @@ int main(int argc, char** argv) {
       std::fflush(stdout);
       const auto end = duration_s ? std::chrono::steady_clock::now() + std::chrono::seconds(duration_s)
                                   : std::chrono::steady_clock::time_point::max();
+      // The periodic status line: commands and their rate, queues open, errors.
+      apps::ProgressReporter progress(kTool, progress_interval, "commands", 0);
       // Poll while there is work; when idle, short sleeps, so a target with no host leaves the CPU to others.
       for (unsigned idle = 0; !g_stop.load() && std::chrono::steady_clock::now() < end;) {
+        if (const auto now = std::chrono::steady_clock::now(); progress.due(now)) {
+          const TransportCounters& c = transport->counters();
+          const std::string detail = ", " + std::to_string(c.queues_accepted - c.queues_closed) + " queues open, " +
+                                     std::to_string(target.counters().errors) + " errors";
+          progress.update(target.counters().commands, 0, now, detail);
+        }
         if (transport->poll()) {
           idle = 0;
         } else if (++idle > 256) {

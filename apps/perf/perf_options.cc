@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdarg>
 
+#include "apps/common/progress.h"
 #include "apps/common/tool_setup.h"
 
 namespace uroce::apps::perf {
@@ -50,9 +51,10 @@ void usage(FILE* out) {
                "                          the pattern uroce-perf sends (perftest's own buffers are random)\n"
                "      --timeout SECONDS   give up when the peer does not answer, or the test makes no progress,\n"
                "                          for this long (default 0: wait forever, as perftest does)\n"
+               "%s"
                "  -h, --help\n"
                "%s",
-               kConfigOptionsHelp);
+               kProgressOptionHelp, kConfigOptionsHelp);
 }
 
 [[gnu::format(printf, 1, 2)]] bool complain(const char* format, ...) {
@@ -89,6 +91,7 @@ std::optional<Options> parse(int argc, char** argv) {
   }
   o.mode = *found;
   bool size_given = false, iters_given = false;
+  std::optional<std::chrono::seconds> progress;
   for (; i < argc; ++i) {
     std::string_view arg = argv[i], inline_value;
     bool has_inline = false;
@@ -178,6 +181,9 @@ std::optional<Options> parse(int argc, char** argv) {
     } else if (is("-u", "--qp-timeout")) {
       if (!(v = number(0, 31))) return std::nullopt;
       o.qp_timeout = static_cast<uint8_t>(*v);
+    } else if (is("--progress", "")) {
+      if (!(v = number(0, 86400))) return std::nullopt;
+      progress = std::chrono::seconds(*v);
     } else if (is("--timeout", "")) {
       if (!(v = number(0, 86400))) return std::nullopt;
       o.timeout = static_cast<uint32_t>(*v);
@@ -209,6 +215,7 @@ std::optional<Options> parse(int argc, char** argv) {
   o.cq_mod = std::min(o.cq_mod, o.tx_depth);
   if (o.duration || (o.bw() && o.iters > 20000)) o.no_peak = true;
   if (o.in_process) o.verify = true;
+  o.progress = progress.value_or(default_progress_interval());
   return o;
 }
 

@@ -2,6 +2,7 @@
 // between them) and uroce's own.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -50,6 +51,7 @@ struct Options {
   bool verify = false;
   uint32_t timeout = 0;  // seconds; 0: wait forever, as perftest does
   bool rdma_cm = false;  // -R: connect through the connection manager, exchanging over an RDMA connection too
+  std::chrono::seconds progress{0};  // the client's progress line on stderr (apps/common/progress.h); 0: none
 
   [[nodiscard]] bool bw() const { return mode.kind == TestKind::kBandwidth; }
   [[nodiscard]] bool client() const { return host.has_value(); }

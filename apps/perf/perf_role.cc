@@ -241,6 +241,7 @@ bool Role::bw_client(uint64_t size, BwReport& report) {
   const auto deadline = start + std::chrono::seconds(o_.duration);
   auto next_second = start + std::chrono::seconds(1), last_progress = start;
   times.first_ns = now_ns();
+  ProgressReporter progress = progress_for(size, o_.bw() ? size : 0);
   NdkResult results[16];
   for (;;) {
     const bool time_up = o_.duration && Clock::now() >= deadline;
@@ -286,6 +287,7 @@ bool Role::bw_client(uint64_t size, BwReport& report) {
       next_second += std::chrono::seconds(1);
     }
     if (done) break;
+    progress.update(total_completed, o_.duration ? 0 : iters * qps_.size());
     if (stalled(last_progress)) return fail("no completion for --timeout seconds: is the peer still there?");
   }
   report = bw_report(size, total_completed, times, o_.gbits, peak);
@@ -419,8 +421,10 @@ bool Role::write_lat(uint64_t size) {
   uint64_t sent = 0, completed = 0, received = 0;
   const auto start = Clock::now();
   auto last_progress = start;
+  ProgressReporter progress = progress_for(size, 0);
   const auto time_up = [&] { return o_.duration && Clock::now() >= deadline; };
   while ((sent < iters || completed < iters || received < iters) && !time_up()) {
+    progress.update(completed, o_.duration ? 0 : iters);
     if (received < iters && !(sent == 0 && !side_.client)) {
       ++received;
       // The engine places the peer's WRITE in our memory; the last byte lands last (packets are in order).
@@ -457,7 +461,9 @@ bool Role::read_lat(uint64_t size) {
   const auto deadline = start + std::chrono::seconds(o_.duration);
   auto last_progress = start;
   uint64_t done = 0;
+  ProgressReporter progress = progress_for(size, 0);
   while (o_.duration ? Clock::now() < deadline : done < o_.iters) {
+    progress.update(done, o_.duration ? 0 : o_.iters);
     if (!o_.duration) posted.push_back(now_ns());
     if (!post_one(done, size)) return false;
     if (!await_completion(last_progress, "RDMA READ")) return false;
@@ -483,8 +489,10 @@ bool Role::send_lat(uint64_t size) {
   const auto time_up = [&] { return o_.duration && Clock::now() >= deadline; };
   auto last_progress = start;
   uint64_t sent = 0, received = 0;
+  ProgressReporter progress = progress_for(size, 0);
   NdkResult result;
   while ((sent < iters || received < iters) && !time_up()) {
+    progress.update(sent, o_.duration ? 0 : iters);
     if (received < iters && !(sent == 0 && side_.client)) {
       uint32_t n = 0;
       while ((n = q.recv_cq->NdkGetCqResults(&result, 1)) == 0 && !time_up()) {

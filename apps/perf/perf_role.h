@@ -17,6 +17,7 @@
 
 #include "api/ndk.h"
 #include "apps/common/cm_connection.h"
+#include "apps/common/progress.h"
 #include "apps/perf/perf_options.h"
 #include "apps/perf/perf_report.h"
 #include "apps/perf/perftest_exchange.h"
@@ -105,6 +106,12 @@ class Role {
     if (!o_.all_sizes) return {o_.size};
     for (uint64_t v = 2; v <= kMaxSize; v *= 2) s.push_back(v);
     return s;
+  }
+  // The client's progress line for one size (--progress; the server's table is the client's too, so it stays
+  // quiet). bytes_per_message 0: no bandwidth in the line (the latency tests).
+  [[nodiscard]] ProgressReporter progress_for(uint64_t size, uint64_t bytes_per_message) const {
+    return {kTool, side_.client ? o_.progress : std::chrono::seconds(0),
+            std::to_string(size) + "-byte " + std::string(o_.mode.name) + " messages", bytes_per_message};
   }
   // A no-progress watchdog for --timeout.
   [[nodiscard]] bool stalled(Clock::time_point last_progress) const {

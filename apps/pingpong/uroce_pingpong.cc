@@ -31,6 +31,7 @@
 // address (HOST, or --bind for the server) and the RoCE address (--ip) can differ.
 //
 // Exit status 0 only if every iteration completed successfully and every check passed.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,6 +47,7 @@
 
 #include "api/ndk.h"
 #include "apps/common/peer_shutdown.h"
+#include "apps/common/progress.h"
 #include "apps/common/tcp_stream.h"
 #include "apps/common/tool_setup.h"
 
@@ -81,6 +83,7 @@ struct Options {
   int rnr_delay_ms = -1;      // >= 0: post the receives this long after connecting (forces RNR NAKs)
   unsigned ack_timeout = 14;  // ibv_rc_pingpong's timeout and retry_cnt, overridable for slow peers
   unsigned retry_count = 7;
+  std::chrono::seconds progress = apps::default_progress_interval();  // --progress: a line on stderr (0: none)
 };
 
 void usage(FILE* out) {
@@ -107,9 +110,10 @@ void usage(FILE* out) {
                "                         SEND meets an empty receive queue (RNR NAK)\n"
                "  --ack-timeout=<n>      local ACK timeout 4.096 us * 2^n (default 14, as ibv_rc_pingpong)\n"
                "  --retry-count=<n>      transport retries (default 7, as ibv_rc_pingpong)\n"
+               "%s"
                "  -h, --help\n\n"
                "%s",
-               kTool, kTool, kFill, apps::kConfigOptionsHelp);
+               kTool, kTool, kFill, apps::kProgressOptionHelp, apps::kConfigOptionsHelp);
 }
 
 std::optional<uint64_t> number(const char* option, const char* text, uint64_t min, uint64_t max) {
@@ -117,7 +121,7 @@ std::optional<uint64_t> number(const char* option, const char* text, uint64_t mi
 }
 
 std::optional<Options> parse_options(int argc, char** argv) {
-  enum { kBind = 1000, kPattern, kStrict, kHop, kTimeout, kLinger, kRnrDelay, kAckTimeout, kRetryCount };
+  enum { kBind = 1000, kPattern, kStrict, kHop, kTimeout, kLinger, kRnrDelay, kAckTimeout, kRetryCount, kProgress };
   static const option kLongOptions[] = {{"port", 1, nullptr, 'p'},
                                         {"ib-dev", 1, nullptr, 'd'},
                                         {"ib-port", 1, nullptr, 'i'},
@@ -139,6 +143,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
                                         {"rnr-delay", 1, nullptr, kRnrDelay},
                                         {"ack-timeout", 1, nullptr, kAckTimeout},
                                         {"retry-count", 1, nullptr, kRetryCount},
+                                        {"progress", 1, nullptr, kProgress},
                                         {nullptr, 0, nullptr, 0}};
   Options o;
   for (;;) {
@@ -202,6 +207,9 @@ std::optional<Options> parse_options(int argc, char** argv) {
         break;
       case kRetryCount:
         if ((v = number("--retry-count", optarg, 0, 7))) o.retry_count = static_cast<unsigned>(*v);
+        break;
+      case kProgress:
+        if ((v = number("--progress", optarg, 0, 86400))) o.progress = std::chrono::seconds(*v);
         break;
       case 'h':
         o.help = true;
@@ -486,7 +494,9 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
   }
   const auto start = Clock::now();
   auto last_progress = start;
+  apps::ProgressReporter progress(kTool, o.progress, "iterations", 2 * uint64_t{o.size}, stderr, start);
   while ((rcnt < o.iters || scnt < o.iters) && other_errors == 0) {
+    progress.update(std::min(scnt, rcnt), o.iters);  // an iteration: one message each way
     if (receives_due && Clock::now() >= *receives_due) {
       receives_due.reset();
       if (!post_initial_receives()) {

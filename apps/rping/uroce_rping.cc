@@ -41,6 +41,7 @@
 #include <netdb.h>
 
 #include "api/ndk.h"
+#include "apps/common/progress.h"
 #include "apps/common/tool_setup.h"
 
 using namespace uroce;
@@ -69,6 +70,7 @@ struct Options {
   int timeout_s = 30;
   int connect_retries = 0;  // uroce's: retry a refused connect (a server still starting), 100 ms apart
   int repeat = 0;           // uroce's: connections made in turn, then the resource check (0: one, no check)
+  std::chrono::seconds progress = apps::default_progress_interval();  // --progress: a line on stderr (0: none)
 };
 
 void usage(FILE* out) {
@@ -87,17 +89,18 @@ void usage(FILE* out) {
                "  --repeat N     make N connections in turn (a client connects, pings and disconnects N times; a\n"
                "                 server serves N clients), then check that the adapter holds what it held before\n"
                "                 (-d prints its resource counts)\n"
+               "%s"
+               "  -h, --help\n"
                "%s",
-               kMinSize, kMaxSize, apps::kConfigOptionsHelp);
+               kMinSize, kMaxSize, apps::kProgressOptionHelp, apps::kConfigOptionsHelp);
 }
 
 std::optional<Options> parse(int argc, char** argv) {
   Options o;
-  static const option long_options[] = {{"timeout", required_argument, nullptr, 't'},
-                                        {"connect-retries", required_argument, nullptr, 'r'},
-                                        {"repeat", required_argument, nullptr, 'R'},
-                                        {"help", no_argument, nullptr, 'h'},
-                                        {nullptr, 0, nullptr, 0}};
+  static const option long_options[] = {
+      {"timeout", required_argument, nullptr, 't'},  {"connect-retries", required_argument, nullptr, 'r'},
+      {"repeat", required_argument, nullptr, 'R'},   {"help", no_argument, nullptr, 'h'},
+      {"progress", required_argument, nullptr, 'P'}, {nullptr, 0, nullptr, 0}};
   int c;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): the command line is parsed once, at start-up, before any thread
   while ((c = getopt_long(argc, argv, "a:I:p:S:C:scvVdh", long_options, nullptr)) != -1) {
@@ -147,6 +150,10 @@ std::optional<Options> parse(int argc, char** argv) {
       case 'R':
         if (!(n = apps::parse_number(kTool, "--repeat", optarg, 1, 1000000))) return std::nullopt;
         o.repeat = static_cast<int>(*n);
+        break;
+      case 'P':
+        if (!(n = apps::parse_number(kTool, "--progress", optarg, 0, 86400))) return std::nullopt;
+        o.progress = std::chrono::seconds(*n);
         break;
       case 'h':
         usage(stdout);
@@ -396,7 +403,9 @@ int fail(const std::string& what) {
 // rping_test_server: until the client disconnects.
 int serve(Ping& ping, const Options& o) {
   std::string error;
-  for (;;) {
+  apps::ProgressReporter progress(kTool, o.progress, "pings served", 0);
+  for (uint64_t served = 0;; ++served) {
+    progress.update(served, 0);
     if (!ping.wait_for(NdkOperationTypeReceive, error))  // the client's start buffer
       return error.empty() ? 0 : fail("wait for RDMA_READ_ADV: " + error);
     const uint32_t length = std::min<uint32_t>(ping.remote_length(), static_cast<uint32_t>(o.size));
@@ -417,7 +426,9 @@ int serve(Ping& ping, const Options& o) {
 int ping_server(Ping& ping, const Options& o) {
   std::string error;
   int start = 65;
+  apps::ProgressReporter progress(kTool, o.progress, "pings", 0);
   for (int n = 0; o.count == 0 || n < o.count; ++n) {
+    progress.update(static_cast<uint64_t>(n), static_cast<uint64_t>(o.count));
     char* buf = ping.start_buf();
     int i = std::snprintf(buf, static_cast<std::size_t>(o.size), "rdma-ping-%d: ", n);
     for (auto c = static_cast<unsigned char>(start); i < o.size; ++i) {
