@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <random>
 #include <string>
@@ -93,6 +94,60 @@ BENCHMARK_CAPTURE(crc32_uroce, portable, Crc32Impl::kPortable)->Apply(sizes);
 BENCHMARK_CAPTURE(crc32_uroce, pclmul, Crc32Impl::kPclmul)->Apply(sizes);
 BENCHMARK_CAPTURE(crc32_uroce, vpclmul, Crc32Impl::kVpclmul)->Apply(sizes);
 
+// The ICRC's own call shape (proto/icrc.cc): a masked 48-byte head (IPv4: 8 bytes for the LRH, IP, UDP, BTH)
+// then the rest of the packet, through crc32_ieee_concat_with. The tail lengths are the packets the engine
+// CRCs most: an ACK (AETH, 4 B), a 64 B SEND, a 64 B WRITE (RETH + 64), a 1 KiB and a 4 KiB middle packet.
+// "throughput" makes independent calls, which the core may overlap, as a burst of packets does; "latency"
+// seeds each call with the last CRC, so calls run one after another, as one packet's path does. Which
+// variant wins differs between the two at short lengths: a 512-bit fold and its four-lane merge take
+// longer to finish than 128-bit folds of 64 bytes even where they issue fewer instructions.
+constexpr std::array<int64_t, 9> kIcrcTails = {4, 16, 48, 64, 80, 128, 256, 1024, 4096};
+constexpr std::size_t kIcrcHead = 48;
+
+void icrc_tails(benchmark::internal::Benchmark* b) {
+  for (const int64_t tail : kIcrcTails) b->Arg(tail);
+}
+
+void icrc_shape(benchmark::State& state, Crc32Impl impl, bool chained) {
+  if (!proto::crc32_impl_supported(impl)) {
+    state.SkipWithError("not supported on this CPU");
+    return;
+  }
+  const auto tail = static_cast<std::size_t>(state.range(0));
+  const uint8_t* const rest = g_buffer.data() + kIcrcHead;
+  uint32_t crc = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    // As proto/icrc.cc does: the masked head is written just before the CRC reads it, in 16-byte stores.
+    alignas(16) uint8_t head[kIcrcHead];
+    for (std::size_t i = 0; i < kIcrcHead; i += 16) std::memcpy(head + i, g_buffer.data() + i, 16);
+    benchmark::DoNotOptimize(head);
+    const uint32_t seed = chained ? crc : 0;
+    crc = proto::crc32_ieee_concat_with(impl, seed, head, kIcrcHead, rest, tail);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kIcrcHead + tail));
+}
+BENCHMARK_CAPTURE(icrc_shape, pclmul_throughput, Crc32Impl::kPclmul, false)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_shape, vpclmul_throughput, Crc32Impl::kVpclmul, false)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_shape, pclmul_latency, Crc32Impl::kPclmul, true)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_shape, vpclmul_latency, Crc32Impl::kVpclmul, true)->Apply(icrc_tails);
+
+// What the engine runs: crc32_ieee_concat, whichever variant the dispatch picks for the length.
+void icrc_dispatched(benchmark::State& state, bool chained) {
+  const auto tail = static_cast<std::size_t>(state.range(0));
+  uint32_t crc = 0;
+  for ([[maybe_unused]] auto _ : state) {
+    alignas(16) uint8_t head[kIcrcHead];
+    for (std::size_t i = 0; i < kIcrcHead; i += 16) std::memcpy(head + i, g_buffer.data() + i, 16);
+    benchmark::DoNotOptimize(head);
+    crc = proto::crc32_ieee_concat(chained ? crc : 0, head, kIcrcHead, g_buffer.data() + kIcrcHead, tail);
+    benchmark::DoNotOptimize(crc);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * static_cast<int64_t>(kIcrcHead + tail));
+}
+BENCHMARK_CAPTURE(icrc_dispatched, throughput, false)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_dispatched, latency, true)->Apply(icrc_tails);
+
 void crc32_zlib(benchmark::State& state) { run(state, zlib_crc); }
 BENCHMARK(crc32_zlib)->Apply(sizes);
 
@@ -148,6 +203,12 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
       const bool single = run.run_type == Run::RT_Iteration && run.repetitions <= 1;
       const auto rate = run.counters.find("bytes_per_second");
       if (run.error_occurred || (!median && !single) || rate == run.counters.end()) continue;
+      if (run.run_name.function_name.starts_with("icrc_")) {
+        if (!icrc_ns_.contains(run.run_name.function_name)) icrc_order_.push_back(run.run_name.function_name);
+        icrc_ns_[run.run_name.function_name][std::stoll(run.run_name.args)] =
+            run.GetAdjustedCPUTime() / benchmark::GetTimeUnitMultiplier(run.time_unit) * 1e9;
+        continue;
+      }
       if (!rates_.contains(run.run_name.function_name)) order_.push_back(run.run_name.function_name);
       rates_[run.run_name.function_name][std::stoll(run.run_name.args)] = rate->second.value / 1e9;
     }
@@ -155,7 +216,9 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
 
   void Finalize() override {
     display_->Finalize();
-    if (dynamic_cast<benchmark::ConsoleReporter*>(display_) == nullptr || order_.empty()) return;
+    if (dynamic_cast<benchmark::ConsoleReporter*>(display_) == nullptr) return;
+    print_icrc_table();
+    if (order_.empty()) return;
     const auto& zlib = rates_["crc32_zlib"];
     const auto& dpdk = rates_["crc32_dpdk/avx512"];
     std::printf("\nGB/s, median if repeated (1 GB = 1e9 bytes; the G/s above is 2^30) [x zlib, x DPDK AVX-512]\n%-22s",
@@ -180,9 +243,31 @@ class SummaryReporter : public benchmark::BenchmarkReporter {
   }
 
  private:
+  // ns per ICRC-shaped call (a 48-byte head, then the tail), median if repeated.
+  void print_icrc_table() {
+    if (icrc_order_.empty()) return;
+    std::printf("\nICRC-shaped calls (48 B head + tail), CPU ns per call, median if repeated\n%-32s", "tail bytes:");
+    for (const int64_t tail : kIcrcTails) std::printf("%9lld", static_cast<long long>(tail));
+    std::printf("\n");
+    for (const std::string& name : icrc_order_) {
+      std::printf("%-32s", name.c_str());
+      for (const int64_t tail : kIcrcTails) {
+        const auto it = icrc_ns_[name].find(tail);
+        if (it == icrc_ns_[name].end()) {
+          std::printf("%9s", "-");
+        } else {
+          std::printf("%9.2f", it->second);
+        }
+      }
+      std::printf("\n");
+    }
+  }
+
   benchmark::BenchmarkReporter* display_;
   std::vector<std::string> order_;
   std::map<std::string, std::map<int64_t, double>> rates_;
+  std::vector<std::string> icrc_order_;
+  std::map<std::string, std::map<int64_t, double>> icrc_ns_;
 };
 
 // rte_net_crc needs EAL, and nothing else of DPDK: no hugepages and a small heap (nothing
