@@ -31,11 +31,18 @@ uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_ieee_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
                            std::size_t tail_len) noexcept;
 
+// The CRC of `len` bytes at `src`, continuing from `crc`, computed while copying them to `dst`: each source
+// byte is loaded once, stored from the register it was loaded into and folded from there (the RX path checks
+// a payload's ICRC and places it into registered memory in one pass). The value is crc32_ieee(crc, src, len);
+// dst ends up as after memcpy(dst, src, len). Precondition: the two ranges do not overlap.
+uint32_t crc32_ieee_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
+
 // The same with a chosen implementation; for tests and benchmarks.
 // Precondition: crc32_impl_supported(impl).
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_ieee_concat_with(Crc32Impl impl, uint32_t crc, const void* head, std::size_t head_len, const void* tail,
                                 std::size_t tail_len) noexcept;
+uint32_t crc32_ieee_copy_with(Crc32Impl impl, uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 
 [[nodiscard]] bool crc32_impl_supported(Crc32Impl impl) noexcept;
 [[nodiscard]] Crc32Impl crc32_active_impl() noexcept;
