@@ -15,13 +15,13 @@ class LatencyHistogram {
  public:
   static constexpr unsigned kSubBits = 5;                       // 32 sub-buckets per power of two
   static constexpr uint64_t kLinear = uint64_t{2} << kSubBits;  // values below are their own bucket
-  static constexpr std::size_t kBuckets = kLinear + (64 - kSubBits - 1) * (1U << kSubBits);
+  static constexpr std::size_t kBuckets = kLinear + std::size_t{64 - kSubBits - 1} * (1U << kSubBits);
 
   static constexpr std::size_t bucket_of(uint64_t ns) {
     if (ns < kLinear) return static_cast<std::size_t>(ns);
     const unsigned msb = 63U - static_cast<unsigned>(std::countl_zero(ns));
     const unsigned shift = msb - kSubBits;
-    return kLinear + (msb - kSubBits - 1) * (1U << kSubBits) + ((ns >> shift) & ((1U << kSubBits) - 1));
+    return kLinear + std::size_t{msb - kSubBits - 1} * (1U << kSubBits) + ((ns >> shift) & ((1U << kSubBits) - 1));
   }
   // The largest value in bucket b.
   static constexpr uint64_t upper_bound(std::size_t b) {

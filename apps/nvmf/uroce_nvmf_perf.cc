@@ -56,7 +56,8 @@ void usage(FILE* out) {
                "  -t SECONDS     measured time (default 10)\n"
                "  -a SECONDS     warm-up before it, not counted (default 0)\n"
                "  -P QUEUES      I/O queues (default 1)\n"
-               "  -V, --verify   write a pattern and check every read of it (reads first fill the span)\n"
+               "  -V, --verify   write a pattern and check every read of it (reads first fill the span; after a run\n"
+               "                 that wrote, every unit written is read back and checked)\n"
                "  -L             print the latency histogram too\n"
                "  --nsid N       the namespace (default 1)\n"
                "  --span-mb N    use only the first N MiB of the namespace\n"
@@ -382,6 +383,19 @@ class Workload {
     return ok;
   }
 
+  // -V after a run that wrote: reads back every unit written, once and in order, and checks it (not measured), so
+  // a write-only run is verified too.
+  bool read_back() {
+    read_back_ = true;
+    const bool ok = phase(Clock::now() + std::chrono::hours(24));
+    read_back_ = false;
+    return ok;
+  }
+  [[nodiscard]] uint64_t units_written() const {
+    return static_cast<uint64_t>(
+        std::count_if(generation_.begin(), generation_.end(), [](uint32_t g) { return g != 0; }));
+  }
+
   // Warm-up, then the measurement, then waiting for what is in flight.
   bool measure() {
     const auto start = Clock::now();
@@ -443,7 +457,7 @@ class Workload {
       if (target_ != nullptr) target_->poll_here();
       bool any = false;
       const auto now = Clock::now();
-      const bool issuing = now < stop && !(prefill_ && next_unit_ >= units_);
+      const bool issuing = now < stop && !(sweeping() && next_unit_ >= units_);
       for (QueueState& q : queues_) {
         const std::size_t n = q.queue->poll(done);
         for (std::size_t i = 0; i < n; ++i) {
@@ -470,14 +484,20 @@ class Workload {
     }
   }
 
+  // Prefill and read-back go through the units in order, once.
+  [[nodiscard]] bool sweeping() const { return prefill_ || read_back_; }
+
   bool issue(QueueState& q, Slot& slot, bool allowed) {
-    if (!allowed || (prefill_ && next_unit_ >= units_)) return false;
-    bool read = false;
-    if (!prefill_) {
+    if (read_back_) {
+      while (next_unit_ < units_ && generation_[next_unit_] == 0) ++next_unit_;
+    }
+    if (!allowed || (sweeping() && next_unit_ >= units_)) return false;
+    bool read = read_back_;
+    if (!sweeping()) {
       read = o_.pattern == Pattern::kRead ||
              (o_.pattern == Pattern::kMixed && static_cast<uint32_t>(random() % 100) < o_.read_percent);
     }
-    uint64_t unit = prefill_ || !o_.random ? next_unit_++ % units_ : random() % units_;
+    uint64_t unit = sweeping() || !o_.random ? next_unit_++ % units_ : random() % units_;
     if (o_.verify) {  // never two commands on one unit: the check would race
       for (uint64_t tries = 0; unit_busy_[unit]; ++tries) {
         if (tries == units_) return false;
@@ -512,9 +532,10 @@ class Workload {
     --q.outstanding;
     if (o_.verify) unit_busy_[slot.unit] = false;
     if (c.status != 0) {
-      if (errors_++ < 5)
+      if (errors_++ < 5) {
         complain(std::string(slot.read ? "read" : "write") + " of unit " + std::to_string(slot.unit) + ": " +
                  status_text(c.status));
+      }
       return;
     }
     if (slot.read && o_.verify && slot.generation != 0) {
@@ -522,10 +543,11 @@ class Workload {
       const auto* words = reinterpret_cast<const uint64_t*>(slot.data);
       for (std::size_t w = 0; w < o_.io_size / 8; ++w) {
         if (words[w] == pattern_word(slot.unit, slot.generation, w)) continue;
-        if (verify_errors_++ < 5)
+        if (verify_errors_++ < 5) {
           complain("read of unit " + std::to_string(slot.unit) + " (LBA " + std::to_string(slot.unit * blocks_per_io_) +
                    "): word " + std::to_string(w) + " is not what generation " + std::to_string(slot.generation) +
                    " wrote");
+        }
         break;
       }
     }
@@ -552,6 +574,7 @@ class Workload {
   std::vector<uint32_t> generation_;  // -V: the last generation written to each unit, 0: never
   std::vector<bool> unit_busy_;
   bool prefill_ = false;
+  bool read_back_ = false;
   uint64_t next_unit_ = 0;
   uint64_t rng_ = 0x9E3779B97F4A7C15ULL;
   Clock::time_point measure_from_{}, measure_to_{};
@@ -567,10 +590,11 @@ int run(const Options& o, const config::Config& cfg, std::size_t port, Adapter& 
   std::unique_ptr<InProcessTarget> target;
   std::string traddr = o.traddr;
   if (o.in_process) {
-    if (cfg.ports.size() < 2 || cfg.ports.back().addresses.empty())
+    if (cfg.ports.size() < 2 || cfg.ports.back().addresses.empty()) {
       return complain(
                  "--in-process needs two ports with addresses (the initiator uses the first, the target the last)"),
              2;
+    }
     if (traddr.empty()) traddr = text_of(cfg.ports.back().addresses.front());
     if (!(target = InProcessTarget::start(adapter, o, traddr, error))) return complain(error), 1;
   }
@@ -607,7 +631,7 @@ int run(const Options& o, const config::Config& cfg, std::size_t port, Adapter& 
       } else {
         if (target) target->stop_thread();  // this thread polls it from here on
         Workload work(o, *controller, target.get());
-        if (work.units() < o.depth * o.queues && o.verify) {
+        if (work.units() < uint64_t{o.depth} * o.queues && o.verify) {
           complain("-V: the span holds fewer I/O units than commands in flight");
           status = 2;
         } else if (work.units() == 0) {
@@ -621,6 +645,12 @@ int run(const Options& o, const config::Config& cfg, std::size_t port, Adapter& 
           bool ok = true;
           if (o.verify && o.pattern != Pattern::kWrite) ok = work.prefill();
           ok = ok && work.measure();
+          if (ok && o.verify && o.pattern != Pattern::kRead) {
+            const uint64_t written = work.units_written();
+            ok = work.read_back();
+            std::printf("verify: read back the %lu unit%s written and checked them\n", written,
+                        written == 1 ? "" : "s");
+          }
           work.report();
           status = ok && work.clean() ? 0 : 1;
         }
