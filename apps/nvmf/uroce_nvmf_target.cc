@@ -159,13 +159,23 @@ int main(int argc, char** argv) {
                                   : std::chrono::steady_clock::time_point::max();
       // The periodic status line: commands and their rate, queues open, errors.
       apps::ProgressReporter progress(kTool, progress_interval, "commands", 0);
+      uint64_t keep_alive_expired = 0;
       // Poll while there is work; when idle, short sleeps, so a target with no host leaves the CPU to others.
       for (unsigned idle = 0; !g_stop.load() && std::chrono::steady_clock::now() < end;) {
         if (const auto now = std::chrono::steady_clock::now(); progress.due(now)) {
           const TransportCounters& c = transport->counters();
+          const TargetCounters& t = target.counters();
           const std::string detail = ", " + std::to_string(c.queues_accepted - c.queues_closed) + " queues open, " +
-                                     std::to_string(target.counters().errors) + " errors";
+                                     std::to_string(target.controller_count()) + " controllers held, " +
+                                     std::to_string(t.keep_alive_expired) + " keep-alive expired, " +
+                                     std::to_string(t.errors) + " errors";
           progress.update(target.counters().commands, 0, now, detail);
+        }
+        if (target.counters().keep_alive_expired != keep_alive_expired) {
+          keep_alive_expired = target.counters().keep_alive_expired;
+          std::printf("%s: keep-alive timeout: a controller whose host went silent is torn down (%lu so far)\n", kTool,
+                      keep_alive_expired);
+          std::fflush(stdout);
         }
         if (transport->poll()) {
           idle = 0;

@@ -194,6 +194,9 @@ class NvmfTarget {
 
   [[nodiscard]] const TargetLimits& limits() const noexcept { return config_.limits; }
   [[nodiscard]] const TargetCounters& counters() const noexcept { return counters_; }
+  // Controllers held: the live ones, and those torn down whose queues have not all closed yet (each is freed with
+  // its last queue).
+  [[nodiscard]] std::size_t controller_count() const noexcept { return controllers_.size(); }
 
  private:
   friend class NvmfQueue;
