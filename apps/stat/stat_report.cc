@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <utility>
 
 namespace uroce::stat {
 
@@ -14,46 +15,48 @@ double steady_seconds() {
 }
 
 // Objects indexed 0, 1, ... until the process answers null (an index it does not have).
-std::optional<std::vector<Json::Object>> read_indexed(TelemetryClient& client, const std::string& command,
-                                                      std::string& error) {
-  std::vector<Json::Object> objects;
+std::optional<std::vector<Json::object_t>> read_indexed(TelemetryClient& client, const std::string& command,
+                                                        std::string& error) {
+  std::vector<Json::object_t> objects;
   for (unsigned i = 0;; ++i) {
     auto data = client.query(command + "," + std::to_string(i), error);
     if (!data) return std::nullopt;
-    if (data->object() == nullptr) return objects;
-    objects.push_back(*data->object());
+    auto* object = data->get_ptr<Json::object_t*>();
+    if (object == nullptr) return objects;
+    objects.push_back(std::move(*object));
   }
 }
 
-std::optional<uint64_t> integer(const Json::Object& o, const std::string& key) {
+std::optional<uint64_t> integer(const Json::object_t& o, const std::string& key) {
   const auto it = o.find(key);
-  return it == o.end() ? std::nullopt : it->second.unsigned_integer();
+  return it == o.end() ? std::nullopt : unsigned_integer(it->second);
 }
 
-std::string text(const Json::Object& o, const std::string& key) {
+std::string text(const Json::object_t& o, const std::string& key) {
   const auto it = o.find(key);
   if (it == o.end()) return "-";
-  if (const std::string* s = it->second.string()) return s->empty() ? "-" : *s;
-  if (const auto v = it->second.unsigned_integer()) return std::to_string(*v);
-  return it->second.dump();
+  if (const auto* s = it->second.get_ptr<const Json::string_t*>()) return s->empty() ? "-" : *s;
+  if (const auto v = unsigned_integer(it->second)) return std::to_string(*v);
+  return dump_json(it->second);
 }
 
 // The same object (same identity key) in the earlier snapshot.
-const Json::Object* match(const std::vector<Json::Object>& before, const Json::Object& now, const std::string& key) {
+const Json::object_t* match(const std::vector<Json::object_t>& before, const Json::object_t& now,
+                            const std::string& key) {
   const auto id = now.find(key);
   if (id == now.end()) return nullptr;
-  for (const Json::Object& o : before) {
+  for (const Json::object_t& o : before) {
     const auto other = o.find(key);
-    if (other != o.end() && other->second.dump() == id->second.dump()) return &o;
+    if (other != o.end() && other->second == id->second) return &o;
   }
   return nullptr;
 }
 
 // Counter sums the tables show as one column.
-uint64_t sum_matching(const Json::Object& o, const std::function<bool(const std::string&)>& wanted) {
+uint64_t sum_matching(const Json::object_t& o, const std::function<bool(const std::string&)>& wanted) {
   uint64_t sum = 0;
   for (const auto& [name, value] : o) {
-    if (const auto v = value.unsigned_integer(); v && wanted(name)) sum += *v;
+    if (const auto v = unsigned_integer(value); v && wanted(name)) sum += *v;
   }
   return sum;
 }
@@ -78,32 +81,32 @@ std::string format_count(double value, bool rate) {
 // A column: a header and how to compute its cell from the object now (and the same object before, in watch mode).
 struct Column {
   std::string header;
-  std::function<std::string(const Json::Object& now, const Json::Object* before, double seconds)> cell;
+  std::function<std::string(const Json::object_t& now, const Json::object_t* before, double seconds)> cell;
 };
 
 // A counter column: its value, or its rate over the interval.
-Column counter(const std::string& header, std::function<uint64_t(const Json::Object&)> value) {
-  return {header, [value](const Json::Object& now, const Json::Object* before, double seconds) {
+Column counter(const std::string& header, std::function<uint64_t(const Json::object_t&)> value) {
+  return {header, [value = std::move(value)](const Json::object_t& now, const Json::object_t* before, double seconds) {
             if (before == nullptr || seconds <= 0) return format_count(static_cast<double>(value(now)), false);
             const uint64_t a = value(*before), b = value(now);
             return format_count(b >= a ? static_cast<double>(b - a) / seconds : 0, true);
           }};
 }
 Column counter(const std::string& header, const std::string& key) {
-  return counter(header, [key](const Json::Object& o) { return integer(o, key).value_or(0); });
+  return counter(header, [key](const Json::object_t& o) { return integer(o, key).value_or(0); });
 }
 Column gauge(const std::string& header, const std::string& key) {
-  return {header, [key](const Json::Object& now, const Json::Object*, double) { return text(now, key); }};
+  return {header, [key](const Json::object_t& now, const Json::object_t*, double) { return text(now, key); }};
 }
 
-std::string render_table(const std::string& title, const std::vector<Json::Object>& now,
-                         const std::vector<Json::Object>* before, const std::string& id_key, double seconds,
+std::string render_table(const std::string& title, const std::vector<Json::object_t>& now,
+                         const std::vector<Json::object_t>* before, const std::string& id_key, double seconds,
                          const std::vector<Column>& columns) {
   std::vector<std::vector<std::string>> rows;
   rows.emplace_back();
   for (const Column& c : columns) rows.back().push_back(c.header);
-  for (const Json::Object& o : now) {
-    const Json::Object* previous = before != nullptr ? match(*before, o, id_key) : nullptr;
+  for (const Json::object_t& o : now) {
+    const Json::object_t* previous = before != nullptr ? match(*before, o, id_key) : nullptr;
     rows.emplace_back();
     for (const Column& c : columns) rows.back().push_back(c.cell(o, previous, seconds));
   }
@@ -146,7 +149,7 @@ std::vector<Column> engine_columns() {
   return {gauge("ENGINE", "engine"),
           gauge("LCORE", "lcore"),
           {"BUSY",
-           [](const Json::Object& now, const Json::Object* before, double) {
+           [](const Json::object_t& now, const Json::object_t* before, double) {
              const auto share = busy_share(now, before);
              if (!share) return std::string("-");
              char out[16];
@@ -155,10 +158,10 @@ std::vector<Column> engine_columns() {
            }},
           counter("RX_PACKETS", "rx_packets"),
           counter("TX_PACKETS", "tx_packets"),
-          counter("DROPS", [](const Json::Object& o) { return sum_matching(o, is_drop_counter); }),
+          counter("DROPS", [](const Json::object_t& o) { return sum_matching(o, is_drop_counter); }),
           counter("REDIRECT_OUT", "redirect_enqueued"),
           counter("REDIRECT_IN", "redirect_received"),
-          {"MEMPOOL", [](const Json::Object& now, const Json::Object*,
+          {"MEMPOOL", [](const Json::object_t& now, const Json::object_t*,
                          double) { return text(now, "mempool_in_use") + "/" + text(now, "mempool_size"); }},
           counter("ALLOC_FAIL", "mbuf_alloc_failures")};
 }
@@ -182,21 +185,22 @@ std::vector<Column> qp_columns() {
           counter("NAKS_SENT", "naks_sent")};
 }
 
-Json rates(const Json::Object& now, const Json::Object* before, double seconds) {
-  Json::Object out;
-  if (before == nullptr || seconds <= 0) return Json(out);
+Json rates(const Json::object_t& now, const Json::object_t* before, double seconds) {
+  Json::object_t out;
+  if (before == nullptr || seconds <= 0) return out;
   for (const auto& [name, value] : now) {
-    const auto b = value.unsigned_integer();
-    const auto a = before->find(name) != before->end() ? before->at(name).unsigned_integer() : std::nullopt;
+    const auto b = unsigned_integer(value);
+    const auto earlier = before->find(name);
+    const auto a = earlier != before->end() ? unsigned_integer(earlier->second) : std::nullopt;
     if (a && b && *b >= *a && name != "tsc_hz" && name != "mempool_size" && name != "mempool_in_use")
       out.emplace(name, static_cast<double>(*b - *a) / seconds);
   }
-  return Json(out);
+  return out;
 }
 
 }  // namespace
 
-std::optional<double> busy_share(const Json::Object& now, const Json::Object* before) {
+std::optional<double> busy_share(const Json::object_t& now, const Json::object_t* before) {
   const auto busy = integer(now, "busy_cycles"), total = integer(now, "total_cycles");
   if (!busy || !total) return std::nullopt;
   uint64_t busy_delta = *busy, total_delta = *total;
@@ -222,13 +226,14 @@ std::optional<Snapshot> take_snapshot(TelemetryClient& client, std::string& erro
   s.engines = std::move(*engines);
   auto qpns = client.query("/uroce/qps", error);
   if (!qpns) return std::nullopt;
-  if (const Json::Array* list = qpns->array()) {
+  if (const auto* list = qpns->get_ptr<const Json::array_t*>()) {
     for (const Json& qpn : *list) {
-      const auto number = qpn.unsigned_integer();
+      const auto number = unsigned_integer(qpn);
       if (!number) continue;
       auto qp = client.query("/uroce/qp," + std::to_string(*number), error);
       if (!qp) return std::nullopt;
-      if (qp->object() != nullptr) s.qps.push_back(*qp->object());  // null: destroyed since the list was read
+      // null: destroyed since the list was read
+      if (auto* object = qp->get_ptr<Json::object_t*>()) s.qps.push_back(std::move(*object));
     }
   }
   return s;
@@ -260,19 +265,19 @@ std::string render_tables(const Snapshot& now, const Snapshot* before, const std
 std::string render_counters(const Snapshot& now, const Snapshot* before) {
   const double seconds = before != nullptr ? now.seconds - before->seconds : 0;
   std::string out;
-  const auto dump = [&](const std::string& title, const std::vector<Json::Object>& objects,
-                        const std::vector<Json::Object>* earlier, const std::string& id_key) {
-    for (const Json::Object& o : objects) {
+  const auto dump = [&](const std::string& title, const std::vector<Json::object_t>& objects,
+                        const std::vector<Json::object_t>* earlier, const std::string& id_key) {
+    for (const Json::object_t& o : objects) {
       out += title + " " + text(o, id_key) + ":\n";
-      const Json::Object* previous = earlier != nullptr ? match(*earlier, o, id_key) : nullptr;
+      const Json::object_t* previous = earlier != nullptr ? match(*earlier, o, id_key) : nullptr;
       for (const auto& [name, value] : o) {
-        const auto v = value.unsigned_integer();
+        const auto v = unsigned_integer(value);
         std::string cell = v ? std::to_string(*v) : text(o, name);
         if (v && previous != nullptr && seconds > 0) {
           const auto a = integer(*previous, name);
           if (a && *v >= *a) cell = format_count(static_cast<double>(*v - *a) / seconds, true);
         }
-        out += "     " + name + ": " + cell + "\n";
+        out.append("     ").append(name).append(": ").append(cell).append("\n");
       }
     }
   };
@@ -283,26 +288,26 @@ std::string render_counters(const Snapshot& now, const Snapshot* before) {
 
 Json to_json(const Snapshot& now, const Snapshot* before) {
   const double seconds = before != nullptr ? now.seconds - before->seconds : 0;
-  const auto section = [&](const std::vector<Json::Object>& objects, const std::vector<Json::Object>* earlier,
+  const auto section = [&](const std::vector<Json::object_t>& objects, const std::vector<Json::object_t>* earlier,
                            const std::string& id_key, bool engines) {
-    Json::Array out;
-    for (const Json::Object& o : objects) {
-      Json::Object item = o;
-      const Json::Object* previous = earlier != nullptr ? match(*earlier, o, id_key) : nullptr;
+    Json::array_t out;
+    for (const Json::object_t& o : objects) {
+      Json::object_t item = o;
+      const Json::object_t* previous = earlier != nullptr ? match(*earlier, o, id_key) : nullptr;
       if (before != nullptr) item.insert_or_assign("rates", rates(o, previous, seconds));
       if (engines) {
         if (const auto share = busy_share(o, previous)) item.insert_or_assign("busy_share", *share);
       }
       out.emplace_back(std::move(item));
     }
-    return Json(std::move(out));
+    return out;
   };
-  Json::Object document;
+  Json::object_t document;
   document.emplace("ports", section(now.ports, before ? &before->ports : nullptr, "name", false));
   document.emplace("engines", section(now.engines, before ? &before->engines : nullptr, "engine", true));
   document.emplace("qps", section(now.qps, before ? &before->qps : nullptr, "lqpn", false));
   if (before != nullptr) document.emplace("interval_seconds", seconds);
-  return Json(std::move(document));
+  return document;
 }
 
 }  // namespace uroce::stat

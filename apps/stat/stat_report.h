@@ -7,16 +7,15 @@
 #include <string>
 #include <vector>
 
-#include "apps/stat/json.h"
 #include "apps/stat/telemetry_client.h"
 
 namespace uroce::stat {
 
 struct Snapshot {
   double seconds = 0;  // steady-clock time it was taken
-  std::vector<Json::Object> ports;
-  std::vector<Json::Object> engines;
-  std::vector<Json::Object> qps;
+  std::vector<Json::object_t> ports;
+  std::vector<Json::object_t> engines;
+  std::vector<Json::object_t> qps;
 };
 
 // Reads every port and engine (until the first index the process does not know) and every QP.
@@ -35,6 +34,6 @@ enum class Section : uint8_t { kPorts, kEngines, kQps, kCounters };
 [[nodiscard]] Json to_json(const Snapshot& now, const Snapshot* before);
 
 // The engine's busy share in [0, 1]: busy_cycles / total_cycles, over the interval when `before` is given.
-[[nodiscard]] std::optional<double> busy_share(const Json::Object& now, const Json::Object* before);
+[[nodiscard]] std::optional<double> busy_share(const Json::object_t& now, const Json::object_t* before);
 
 }  // namespace uroce::stat

@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kRuntimeDirectory = "/var/run/dpdk";
 constexpr const char* kSocketName = "dpdk_telemetry.v2";
+constexpr int kMaxDepth = 16;  // containers inside containers; telemetry answers nest two levels
 
 std::string errno_text() { return std::strerror(errno); }  // NOLINT(concurrency-mt-unsafe): one thread
 
@@ -32,6 +33,34 @@ std::optional<std::string> read_message(int fd, std::size_t capacity, std::strin
 }
 
 }  // namespace
+
+std::optional<Json> parse_telemetry_json(std::string_view text) {
+  // nlohmann's parser keeps its own stack, so deep input cannot overflow ours while parsing; the callback stops
+  // building anything below kMaxDepth and marks the document refused.
+  bool too_deep = false;
+  const Json::parser_callback_t limit_depth = [&too_deep](int depth, Json::parse_event_t event, Json&) {
+    if ((event == Json::parse_event_t::object_start || event == Json::parse_event_t::array_start) &&
+        depth >= kMaxDepth) {
+      too_deep = true;
+      return false;
+    }
+    return true;
+  };
+  Json value = Json::parse(text, limit_depth, /*allow_exceptions=*/false);
+  if (value.is_discarded() || too_deep) return std::nullopt;
+  return value;
+}
+
+std::optional<uint64_t> unsigned_integer(const Json& value) noexcept {
+  if (const auto* u = value.get_ptr<const Json::number_unsigned_t*>()) return *u;
+  if (const auto* i = value.get_ptr<const Json::number_integer_t*>(); i != nullptr && *i >= 0)
+    return static_cast<uint64_t>(*i);
+  return std::nullopt;
+}
+
+std::string dump_json(const Json& value) {
+  return value.dump(/*indent=*/-1, /*indent_char=*/' ', /*ensure_ascii=*/false, Json::error_handler_t::replace);
+}
 
 std::string telemetry_socket_path(const std::string& file_prefix) {
   return std::string(kRuntimeDirectory) + "/" + file_prefix + "/" + kSocketName;
@@ -70,15 +99,15 @@ std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socke
   }
   auto greeting_text = read_message(fd, client.max_output_len_, error);
   if (!greeting_text) return std::nullopt;
-  const auto greeting = parse_json(*greeting_text);
-  if (!greeting || greeting->object() == nullptr) {
+  const auto greeting = parse_telemetry_json(*greeting_text);
+  if (!greeting || !greeting->is_object()) {
     error = "the telemetry greeting is not JSON: " + *greeting_text;
     return std::nullopt;
   }
-  if (const Json* pid = greeting->find("pid"); pid != nullptr && pid->unsigned_integer())
-    client.pid_ = static_cast<long>(*pid->unsigned_integer());
-  if (const Json* len = greeting->find("max_output_len"); len != nullptr && len->unsigned_integer())
-    client.max_output_len_ = static_cast<std::size_t>(*len->unsigned_integer());
+  if (const auto pid = greeting->find("pid"); pid != greeting->end() && unsigned_integer(*pid))
+    client.pid_ = static_cast<long>(*unsigned_integer(*pid));
+  if (const auto len = greeting->find("max_output_len"); len != greeting->end() && unsigned_integer(*len))
+    client.max_output_len_ = static_cast<std::size_t>(*unsigned_integer(*len));
   return client;
 }
 
@@ -106,14 +135,14 @@ std::optional<Json> TelemetryClient::query(const std::string& command, std::stri
   }
   auto answer_text = read_message(fd_, max_output_len_, error);
   if (!answer_text) return std::nullopt;
-  auto answer = parse_json(*answer_text);
+  auto answer = parse_telemetry_json(*answer_text);
   if (!answer) {
     error = "the answer to " + command + " is not JSON: " + *answer_text;
     return std::nullopt;
   }
   const std::string name = command.substr(0, command.find(','));
-  const Json* data = answer->find(name);
-  return data != nullptr ? *data : Json();
+  const auto data = answer->find(name);
+  return data != answer->end() ? std::move(*data) : Json();
 }
 
 }  // namespace uroce::stat

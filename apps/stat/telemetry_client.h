@@ -3,13 +3,27 @@
 // ("/uroce/engine,0") with one JSON object {"<command>": <data>}. No DPDK needed on this side.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include "apps/stat/json.h"
+#include <nlohmann/json.hpp>
 
 namespace uroce::stat {
+
+// nlohmann/json: objects are std::maps (keys sorted), and integers stay exact 64-bit values (number_unsigned),
+// because counters pass 2^53.
+using Json = nlohmann::json;
+
+// One telemetry message as JSON, or nothing if the text is not JSON or nests deeper than a telemetry answer can
+// (two levels; the limit keeps every later copy, compare and dump of the value shallow).
+[[nodiscard]] std::optional<Json> parse_telemetry_json(std::string_view text);
+// A non-negative integer (what counters are), exact, never through a double; or nothing.
+[[nodiscard]] std::optional<uint64_t> unsigned_integer(const Json& value) noexcept;
+// Compact JSON text, object keys sorted; bytes that are not UTF-8 become U+FFFD instead of throwing.
+[[nodiscard]] std::string dump_json(const Json& value);
 
 // The telemetry socket of the DPDK process with this --file-prefix.
 [[nodiscard]] std::string telemetry_socket_path(const std::string& file_prefix);

@@ -112,7 +112,7 @@ std::string socket_path(const Options& o) {
 
 void print(const Options& o, const uroce::stat::Snapshot& now, const uroce::stat::Snapshot* before) {
   if (o.json) {
-    std::printf("%s\n", uroce::stat::to_json(now, before).dump().c_str());
+    std::printf("%s\n", uroce::stat::dump_json(uroce::stat::to_json(now, before)).c_str());
   } else {
     std::fputs(uroce::stat::render_tables(now, before, o.sections).c_str(), stdout);
     if (before != nullptr) std::fputs("\n", stdout);

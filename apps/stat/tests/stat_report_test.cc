@@ -8,28 +8,45 @@ namespace {
 
 using ::testing::HasSubstr;
 
-TEST(Json, ParsesWhatTelemetryWritesWithExactCounters) {
-  const auto j = parse_json(R"({"/uroce/engine": {"engine": 0, "rx_packets": 18446744073709551615,)"
-                            R"( "name": "a\"b\u00e9", "list": [1, 2], "ratio": 0.5, "neg": -3, "none": null}})");
+TEST(TelemetryJson, ParsesWhatTelemetryWritesWithExactCounters) {
+  const auto j = parse_telemetry_json(
+      R"({"/uroce/engine": {"engine": 0, "rx_packets": 18446744073709551615, "big": 9007199254740993,)"
+      R"( "name": "a\"b\u00e9", "list": [1, 2], "ratio": 0.5, "neg": -3, "none": null}})");
   ASSERT_TRUE(j);
-  const Json* e = j->find("/uroce/engine");
-  ASSERT_NE(e, nullptr);
-  EXPECT_EQ(e->find("rx_packets")->unsigned_integer(), 18446744073709551615ull);
-  EXPECT_EQ(*e->find("name")->string(), "a\"b\xc3\xa9");
-  EXPECT_EQ(e->find("list")->array()->size(), 2u);
-  EXPECT_EQ(e->find("ratio")->number(), 0.5);
-  EXPECT_FALSE(e->find("neg")->unsigned_integer());
-  EXPECT_TRUE(e->find("none")->is_null());
-  EXPECT_EQ(parse_json(e->dump())->dump(), e->dump());
+  const Json& e = j->at("/uroce/engine");
+  EXPECT_EQ(unsigned_integer(e.at("rx_packets")), 18446744073709551615ull);
+  EXPECT_EQ(unsigned_integer(e.at("big")), 9007199254740993ull);  // 2^53 + 1: a double would round it
+  EXPECT_EQ(e.at("name"), "a\"b\xc3\xa9");
+  EXPECT_EQ(e.at("list").size(), 2u);
+  EXPECT_EQ(e.at("ratio"), 0.5);
+  EXPECT_FALSE(unsigned_integer(e.at("neg")));
+  EXPECT_FALSE(unsigned_integer(e.at("ratio")));
+  EXPECT_TRUE(e.at("none").is_null());
+  EXPECT_EQ(dump_json(*parse_telemetry_json(dump_json(e))), dump_json(e));
+  EXPECT_THAT(dump_json(e), HasSubstr("\"rx_packets\":18446744073709551615"));
 }
 
-TEST(Json, RefusesWhatIsNotJson) {
-  for (const char* bad :
-       {"", "{", "{\"a\" 1}", "[1,]", "{\"a\": 1} x", "\"\\q\"", "nul", "[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]"})
-    EXPECT_FALSE(parse_json(bad)) << bad;
+TEST(TelemetryJson, RefusesWhatIsNotJson) {
+  for (const char* bad : {"", "{", "{\"a\" 1}", "[1,]", "{\"a\": 1} x", "\"\\q\"", "nul", "\"\xff\"",
+                          "[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]"})
+    EXPECT_FALSE(parse_telemetry_json(bad)) << bad;
 }
 
-Json::Object engine(uint64_t busy, uint64_t total, uint64_t rx) {
+TEST(TelemetryJson, DeepNestingIsRefusedNotACrash) {
+  for (const std::size_t depth : {std::size_t{17}, std::size_t{100000}}) {
+    const std::string closed = std::string(depth, '[') + std::string(depth, ']');
+    EXPECT_FALSE(parse_telemetry_json(closed)) << depth;
+    EXPECT_FALSE(parse_telemetry_json(std::string(depth, '['))) << depth;  // and unterminated
+    EXPECT_FALSE(parse_telemetry_json(R"({"a": )" + closed + "}")) << depth;
+  }
+  EXPECT_TRUE(parse_telemetry_json(std::string(16, '[') + std::string(16, ']')));  // the limit itself
+}
+
+TEST(TelemetryJson, DumpNeverThrowsOnBytesThatAreNotUtf8) {
+  EXPECT_EQ(dump_json(Json{{"name", "a\xff"}}), "{\"name\":\"a\xef\xbf\xbd\"}");
+}
+
+Json::object_t engine(uint64_t busy, uint64_t total, uint64_t rx) {
   return {{"engine", Json(uint64_t{0})},
           {"lcore", Json(uint64_t{1})},
           {"busy_cycles", Json(busy)},
@@ -62,10 +79,13 @@ TEST(StatReport, WatchShowsRatesAndTheIntervalsBusyShare) {
   EXPECT_THAT(render_tables(now, &before, {Section::kEngines}), HasSubstr("90.0%"));
   EXPECT_THAT(render_tables(now, &before, {Section::kEngines}), HasSubstr("2000/s"));
   const Json j = to_json(now, &before);
-  const Json& rates = *(*j.find("engines")->array())[0].find("rates");
-  EXPECT_EQ(rates.find("rx_packets")->number(), 2000.0);
-  EXPECT_EQ(rates.find("mempool_in_use"), nullptr);  // a gauge has no rate
-  EXPECT_EQ(j.find("interval_seconds")->number(), 2.0);
+  const Json& rates = j.at("engines").at(0).at("rates");
+  EXPECT_EQ(rates.at("rx_packets"), 2000.0);
+  EXPECT_FALSE(rates.contains("mempool_in_use"));  // a gauge has no rate
+  EXPECT_EQ(j.at("interval_seconds"), 2.0);
+  EXPECT_EQ(j.at("engines").at(0).at("busy_share"), 0.9);
+  // The counters themselves stay exact integers next to the rates.
+  EXPECT_EQ(unsigned_integer(j.at("engines").at(0).at("rx_packets")), 5000u);
 }
 
 TEST(StatReport, QpTableFollowsRdmaResourceShowQp) {
