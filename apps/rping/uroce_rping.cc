@@ -38,9 +38,9 @@
 #include <arpa/inet.h>
 #include <endian.h>
 #include <getopt.h>
-#include <netdb.h>
 
 #include "api/ndk.h"
+#include "apps/common/cm_connection.h"
 #include "apps/common/progress.h"
 #include "apps/common/tool_setup.h"
 
@@ -173,48 +173,7 @@ std::optional<Options> parse(int argc, char** argv) {
   return o;
 }
 
-std::optional<sockaddr_storage> resolve(const std::string& text, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_flags = AI_NUMERICHOST;
-  addrinfo* res = nullptr;
-  if (getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || res == nullptr) return std::nullopt;
-  sockaddr_storage s{};
-  std::memcpy(&s, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  if (s.ss_family == AF_INET) {
-    reinterpret_cast<sockaddr_in*>(&s)->sin_port = htons(port);
-  } else {
-    reinterpret_cast<sockaddr_in6*>(&s)->sin6_port = htons(port);
-  }
-  return s;
-}
-
-uint32_t length_of(const sockaddr_storage& s) {
-  return s.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
-}
-
 std::string text(NTSTATUS s) { return NdkStatusName(s); }
-
-// The result of one asynchronous NDK request, waited for by polling.
-struct Request {
-  std::atomic<bool> done{false};
-  std::atomic<NTSTATUS> status{STATUS_PENDING};
-  static void complete(void* context, NTSTATUS s) {
-    auto& r = *static_cast<Request*>(context);
-    r.status.store(s);
-    r.done.store(true, std::memory_order_release);
-  }
-  // The final status of a call that may have returned STATUS_PENDING.
-  NTSTATUS wait(NTSTATUS returned, int timeout_s) {
-    if (returned != STATUS_PENDING) return returned;
-    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-    while (!done.load(std::memory_order_acquire)) {
-      if (Clock::now() > deadline) return STATUS_IO_TIMEOUT;
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
-    return status.load();
-  }
-};
 
 // The server's incoming connections, one at a time: a request that comes while another is being served, or after
 // the server stopped taking them, is rejected by closing its connector (which also frees it).
@@ -449,41 +408,31 @@ int ping_server(Ping& ping, const Options& o) {
   return 0;
 }
 
+// rping's conn_param: the client asks for responder_resources 1 and initiator_depth 1; the server accepts with
+// the device's maximum limits (ours are clamped to what the client offers).
+apps::CmConnectParams connect_params(const Options& o, Ping& ping) {
+  apps::CmConnectParams p;
+  p.inbound_read_limit = o.client ? 1 : 16;
+  p.outbound_read_limit = o.client ? 1 : 16;
+  p.refused_retries = o.connect_retries;
+  p.timeout = std::chrono::seconds(o.timeout_s);
+  p.on_disconnect = &Ping::on_disconnect;
+  p.disconnect_context = &ping;
+  return p;
+}
+
 // One connection of the client, with resources of its own: connect (retrying a refusal), ping, disconnect.
 int client_once(Adapter& adapter, const Options& o, const sockaddr_storage& source, const sockaddr_storage& server) {
   Ping ping(adapter, o);
   if (const std::string error = ping.open(); !error.empty()) return fail(error);
   if (!ping.post_receive()) return fail("ibv_post_recv failed");
-  Connector* connector = nullptr;
-  NTSTATUS s = STATUS_PENDING;
-  for (int attempt = 0;; ++attempt) {
-    if (adapter.NdkCreateConnector(nullptr, nullptr, &connector) != STATUS_SUCCESS) return fail("no connector");
-    // rping's conn_param: responder_resources 1, initiator_depth 1.
-    Request connected;
-    s = connected.wait(connector->NdkConnect(ping.qp(), reinterpret_cast<const sockaddr*>(&source), length_of(source),
-                                             reinterpret_cast<const sockaddr*>(&server), length_of(server), 1, 1,
-                                             nullptr, 0, &Request::complete, &connected),
-                       o.timeout_s);
-    if (s != STATUS_CONNECTION_REFUSED || attempt >= o.connect_retries) break;
-    connector->NdkCloseConnector(nullptr, nullptr);  // a connector serves one connection attempt
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  Request completed;
-  if (s == STATUS_SUCCESS) {
-    s = completed.wait(connector->NdkCompleteConnect(&Ping::on_disconnect, &ping, &Request::complete, &completed),
-                       o.timeout_s);
-  }
-  int status = 0;
-  if (s != STATUS_SUCCESS) {
-    status = fail("connect error " + text(s));
-  } else {
-    if (o.debug) std::printf("rdma_connect successful\n");
-    status = ping_server(ping, o);
-    Request disconnected;
-    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
-    if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
-  }
-  connector->NdkCloseConnector(nullptr, nullptr);
+  std::string error;
+  Connector* connector = apps::connect_qp(adapter, *ping.qp(), source, server, connect_params(o, ping), error);
+  if (connector == nullptr) return fail("connect error: " + error);
+  if (o.debug) std::printf("rdma_connect successful\n");
+  int status = ping_server(ping, o);
+  const NTSTATUS d = apps::disconnect_and_close(connector, std::chrono::seconds(o.timeout_s));
+  if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
   return status;
 }
 
@@ -494,19 +443,15 @@ int serve_once(Adapter& adapter, const Options& o, Incoming& incoming) {
   if (const std::string error = ping.open(); !error.empty()) return fail(error);
   if (!ping.post_receive()) return fail("ibv_post_recv failed");
   Connector* connector = incoming.next();
-  // rping accepts with the device's maximum limits; ours are clamped to what the client offers.
-  Request done;
-  const NTSTATUS s = done.wait(
-      connector->NdkAccept(ping.qp(), 16, 16, nullptr, 0, &Ping::on_disconnect, &ping, &Request::complete, &done),
-      o.timeout_s);
+  const NTSTATUS s = apps::accept_qp(*connector, *ping.qp(), connect_params(o, ping));
   int status = s == STATUS_SUCCESS ? serve(ping, o) : fail("connect error " + text(s));
   incoming.served();
   if (s == STATUS_SUCCESS) {
-    Request disconnected;
-    const NTSTATUS d = disconnected.wait(connector->NdkDisconnect(&Request::complete, &disconnected), o.timeout_s);
+    const NTSTATUS d = apps::disconnect_and_close(connector, std::chrono::seconds(o.timeout_s));
     if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
+  } else {
+    connector->NdkCloseConnector(nullptr, nullptr);
   }
-  connector->NdkCloseConnector(nullptr, nullptr);
   return status;
 }
 
@@ -545,11 +490,11 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
   const int connections = std::max(o.repeat, 1);
   int status = 0;
   if (o.client) {
-    const auto server = resolve(*o.address, o.port);
+    const auto server = apps::parse_socket_address(*o.address, o.port);
     if (!server) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
     sockaddr_storage source = apps::to_sockaddr(tc.config.ports[tc.port].addresses.front());
     if (o.source) {
-      const auto s = resolve(*o.source, 0);
+      const auto s = apps::parse_socket_address(*o.source, 0);
       if (!s) return fail("invalid source address '" + *o.source + "'");
       source = *s;
     }
@@ -558,13 +503,13 @@ int run(const Options& o, const apps::ToolConfig& tc, Adapter& adapter) {
       status = client_once(adapter, o, source, *server);
     }
   } else {
-    const auto bind_address = resolve(o.address.value_or("0.0.0.0"), o.port);
+    const auto bind_address = apps::parse_socket_address(o.address.value_or("0.0.0.0"), o.port);
     if (!bind_address) return fail("getaddrinfo failed - invalid IP address '" + *o.address + "'");
     Incoming incoming;
     Listener* listener = nullptr;
     if (adapter.NdkCreateListener(&Incoming::on_connect, &incoming, nullptr, nullptr, &listener) != STATUS_SUCCESS)
       return fail("no listener");
-    const NTSTATUS l = listener->NdkListen(reinterpret_cast<const sockaddr*>(&*bind_address), length_of(*bind_address),
+    const NTSTATUS l = listener->NdkListen(apps::as_sockaddr(*bind_address), apps::socket_address_length(*bind_address),
                                            nullptr, nullptr);
     if (l != STATUS_SUCCESS) {
       listener->NdkCloseListener(nullptr, nullptr);
