@@ -87,17 +87,13 @@ template <class Result, class Fill>
 uint32_t CqImpl::get_results(Result* results, uint32_t count, Fill&& fill_one) {
   if (results == nullptr) return 0;
   uint32_t n = 0;
+  // ndkpi.md §9.9: an overrun reaches the consumer through the notification status only (no result is made up
+  // for it: a result with null contexts is nothing a consumer can act on). The entries queued before it stay
+  // readable; the failed CQ takes no more (CompletionQueue::push), so nothing further appears.
   n = slices_.consume(count, [&](const dataplane::CompletionEntry& e) {
     fill_one(results[n], e);
     ++n;
   });
-  // ndkpi.md §9.9: an overrun is reported (after the entries that made it) and then nothing further.
-  if (n < count && slices_.failed() && !overrun_reported_) {
-    overrun_reported_ = true;
-    results[n] = Result{};
-    results[n].Status = STATUS_BUFFER_OVERFLOW;
-    ++n;
-  }
   return n;
 }
 

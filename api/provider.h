@@ -207,6 +207,8 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   [[nodiscard]] dataplane::EngineId home_engine() const noexcept { return home_; }
   [[nodiscard]] uint32_t queued() const noexcept { return slices_.queued(); }  // consumer side (tests)
+  // Overran (ndkpi.md §9.9): this CQ and every QP attached to it are unusable. Any thread.
+  [[nodiscard]] bool failed() const noexcept { return slices_.failed(); }
   // Control path (QP create/close): the ring a QP on `engine` completes into, and the QPs to switch on resize.
   [[nodiscard]] std::mutex& attach_mutex() noexcept { return attach_mutex_; }
   [[nodiscard]] dataplane::CompletionQueue& ring(dataplane::EngineId engine) noexcept { return slices_.ring(engine); }
@@ -214,7 +216,7 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   void detach(QpImpl* qp);
 
  private:
-  // Consumer: moves the overrun report into `fill` (one BUFFER_OVERFLOW result after the last entry).
+  // Consumer: up to `count` results, each made by `fill` from one entry.
   template <class Result, class Fill>
   uint32_t get_results(Result* results, uint32_t count, Fill&& fill);
 
@@ -223,7 +225,6 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   const dataplane::EngineId home_;
   const CqNotificationCallback callback_;
   void* const callback_context_;
-  bool overrun_reported_ = false;  // consumer-only
   bool overrun_notified_ = false;  // notifier-only (deliveries are serialised)
   std::mutex attach_mutex_;        // control path only: QP attach/detach and resize
   std::vector<QpImpl*> qps_;
@@ -418,6 +419,8 @@ class QpImpl final : public Qp, public Lifetime {
                          uint32_t allowed_flags, uint64_t remote_address, uint32_t remote_token,
                          uint32_t invalidate_token);
   NTSTATUS check_initiator_post(uint32_t flags, uint32_t allowed_flags);
+  // A CQ of ours overran: the QP is unusable (ndkpi.md §9.9).
+  [[nodiscard]] bool cq_failed() const noexcept { return initiator_cq_.failed() || receive_cq_.failed(); }
   proto::SendWqe& next_send_slot(void* context, proto::WorkOp op, uint32_t flags) noexcept;
   NTSTATUS commit_send(uint32_t flags) noexcept;
   NTSTATUS fail_send(NTSTATUS status) noexcept;

@@ -257,6 +257,12 @@ proto::RcQpAttributes QpImpl::default_attributes() const {
 // ------------------------------------------------------------------------------------- initiator queue
 
 NTSTATUS QpImpl::check_initiator_post(uint32_t flags, uint32_t allowed_flags) {
+  // ndkpi.md §9.9: after its CQ overran the QP is unusable and the CQ reports nothing further, so a post must
+  // fail inline rather than succeed without a completion (§9.6). STATUS_INTERNAL_ERROR is §7's "fatal CQ/QP
+  // error". A post racing with the overrun may still be accepted; the engine then drops it with the QP's other
+  // work (the notification tells the consumer that the QP's outstanding requests are lost).
+  if (cq_failed()) [[unlikely]]
+    return STATUS_INTERNAL_ERROR;
   // ndkpi.md §9.6: initiator posts on an unconnected QP fail with CONNECTION_INVALID.
   if (!connected_.load(std::memory_order_acquire)) return STATUS_CONNECTION_INVALID;
   if ((flags & ~allowed_flags) != 0) return STATUS_INVALID_PARAMETER;
@@ -445,6 +451,8 @@ NTSTATUS QpImpl::NdkInvalidate(void* request_context, ObjectHeader* mr_or_mw, ui
 
 NTSTATUS QpImpl::NdkReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) {
   if (rq_ == nullptr) return STATUS_INVALID_DEVICE_REQUEST;  // the QP receives through its SRQ
+  if (cq_failed()) [[unlikely]]
+    return STATUS_INTERNAL_ERROR;  // as check_initiator_post
   if (sge_count > shape_.max_receive_sge || (sge_count != 0 && sgl == nullptr)) return STATUS_INVALID_PARAMETER;
   uint64_t total = 0;
   for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;

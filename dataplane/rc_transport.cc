@@ -36,6 +36,8 @@ void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedP
                             rte_mbuf* mbuf) {
   auto& qp = *static_cast<RcQueuePair*>(self);
   qp.ctx_ = &ctx;
+  if (qp.completions_failed()) [[unlikely]]
+    qp.stop_after_overrun();  // before the packet: a dead QP places nothing (counted as rx_qp_not_ready)
   qp.qp_.on_packet(packet);
   if (!qp.peer_request_seen_.load(std::memory_order_relaxed)) [[unlikely]] {
     // The responder counts only the requests it took (in sequence, on a connected path, with valid keys).
@@ -59,8 +61,23 @@ void RcQueuePair::publish_send_queue_head() noexcept {
   }
 }
 
+// ndkpi.md §9.9: once its CQ overran, the QP is unusable and its CQ reports nothing further. It stops here, the
+// first time the engine runs it or takes a packet for it after the overrun (it may be idle, or on another engine
+// than the slice that overran): the error state executes nothing, neither our work nor the peer's requests. Its
+// work completes flushed; the failed CQ refuses those entries (CompletionQueue::push), and a healthy CQ of the
+// QP (a separate receive or initiator CQ) takes them, so that every post it accepted still completes there.
+void RcQueuePair::stop_after_overrun() noexcept {
+  if (qp_.state() == proto::QpState::kReset) {
+    flushed_before_connect_ = true;
+  } else {
+    qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
+  }
+}
+
 bool RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
+  if (completions_failed()) [[unlikely]]
+    stop_after_overrun();
   // Acquire pairs with request_flush(): a flush asked for before the doorbell is seen here.
   if (flush_requested_.exchange(false, std::memory_order_acquire)) {
     if (qp_.state() == proto::QpState::kReset) {
@@ -175,6 +192,9 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
 }
 
 void RcQueuePair::flush_receives() {
+  // An SRQ's receives belong to every QP on it: one QP failing leaves them to the others (proto's enter_error
+  // calls this whatever the receive queue is).
+  if (setup_.receive_queue_shared) return;
   while (const proto::RecvWqe* r = pop_receive()) {
     proto::Completion c;
     c.context = r->context;
@@ -620,7 +640,8 @@ std::optional<QpReport> RcTransport::report_qp(uint32_t qpn) {
                       {"retry_exceeded_err", c.retry_exceeded_err},
                       {"acks_sent", c.acks_sent},
                       {"naks_sent", c.naks_sent},
-                      {"implied_nak_seq_err", c.implied_nak_seq_err}};
+                      {"implied_nak_seq_err", c.implied_nak_seq_err},
+                      {"rx_qp_not_ready", c.rx_qp_not_ready}};
   });
   if (!read.ok()) return std::nullopt;
   return report;

@@ -120,6 +120,12 @@ class RcQueuePair final : public proto::RcEnv {
     if (setup_.receive_cq == from) setup_.receive_cq = to;
   }
 
+  // Engine only: a CQ of this QP overran (ndkpi.md §9.9). Checked before the QP runs and before a packet for it
+  // is handled; the QP then stops (stop_after_overrun).
+  [[nodiscard]] bool completions_failed() const noexcept {
+    return setup_.send_cq->failed() || setup_.receive_cq->failed();
+  }
+
   // --- proto::RcEnv ---
   uint8_t* tx_begin(std::size_t length) override;
   void tx_commit(std::size_t length) override;
@@ -137,6 +143,8 @@ class RcQueuePair final : public proto::RcEnv {
 
  private:
   friend class RcTransport;
+
+  void stop_after_overrun() noexcept;
 
   proto::Qpn qpn_;
   RcQueuePairSetup setup_;

@@ -155,7 +155,9 @@ class CompletionEvents {
   EventNotifier* notifier_;
   void* target_;
   std::atomic<uint8_t> armed_{0};
-  std::atomic<bool> failed_{false};
+  // Written once, read on every append and by every post of an attached QP (ndkpi.md §9.9): its own line, so the
+  // readers share it instead of pulling the arm word's line, which the engines write on every append.
+  alignas(kCacheLine) std::atomic<bool> failed_{false};
 };
 
 // The one-shot SRQ limit event (NdkModifySrq / NdkCreateSrq NotifyThreshold): armed with a
@@ -244,6 +246,8 @@ class CompletionQueue {
 
   // Before any producer runs: the arm/failure state this slice reports to.
   void attach_events(CompletionEvents* events) noexcept { events_ = events; }
+  // The CQ this slice belongs to overran (any slice of it): it takes nothing more.
+  [[nodiscard]] bool failed() const noexcept { return events_ != nullptr && events_->failed(); }
 
   // --- consumer ---
   // The entry at the consumer's position if the producer has written it this lap.

@@ -1,6 +1,9 @@
 // Work requests end to end through the engines: every operation, every op flag, validation, flush and
 // CQ overrun (ndkpi.md §6.1, §9.6, §10.1, §10.6).
+#include <algorithm>
 #include <array>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "api/provider.h"
@@ -279,15 +282,40 @@ TEST_F(Datapath, TransportErrorsMapToNtstatus) {
   EXPECT_EQ(received[1].Status, STATUS_CANCELLED);
 }
 
-// ndkpi.md §9.9: an overrun CQ reports STATUS_BUFFER_OVERFLOW (through the ERRORS arm and GetCqResults), then
-// nothing further; the entries before it and the data moved are intact.
-TEST_F(Datapath, CqOverrunIsReportedAndCorruptsNothing) {
+// The QP's transport report (telemetry's view of it): its state and counters, read on its engine.
+std::optional<dataplane::QpReport> report(Adapter& adapter, Qp& qp) {
+  return static_cast<detail::AdapterImpl&>(adapter).transport().report_qp(qp.UroceGetQpNumber());
+}
+
+uint64_t number(const dataplane::QpReport& r, const std::string& name) {
+  for (const auto& [key, value] : r.numbers)
+    if (key == name) return value;
+  ADD_FAILURE() << "no number " << name;
+  return 0;
+}
+
+// ndkpi.md §9.9: an overrun CQ notifies STATUS_BUFFER_OVERFLOW (under any arm, ERRORS included), and then the CQ
+// and every QP attached to it are unusable and report nothing further. The entries queued before the overrun are
+// intact and no result is made up for it; posts on every attached QP fail inline (so none returns success without
+// a completion); and the QPs execute nothing more, not even a peer's request.
+TEST_F(Datapath, CqOverrunMakesTheCqAndEveryQpOnItUnusable) {
   PlayerOptions tiny;
   tiny.cq_depth = 4;
   tiny.send_depth = 16;
   Player* a = nullptr;
   Player* b = nullptr;
   std::tie(a, b) = pair(tiny);
+  // C: an idle QP on A's CQ, connected to D.
+  Player& c = player();
+  ASSERT_EQ(c.qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  c.qp = nullptr;
+  ASSERT_EQ(c.pd->NdkCreateQp(a->cq, a->cq, &c, 16, 16, 4, 4, 0, nullptr, nullptr, &c.qp), STATUS_SUCCESS);
+  PlayerOptions on_engine_1;
+  on_engine_1.engine = 1;
+  Player& d = player(on_engine_1);
+  connect(c, d);
+  ASSERT_EQ(c.receive(0, 64, 77), STATUS_SUCCESS);
+
   a->cq->NdkArmCq(NDK_CQ_NOTIFY_ERRORS);
   for (uintptr_t i = 0; i < 8; ++i) {
     a->fill(1024 * i, 1024, static_cast<uint8_t>(i));
@@ -297,14 +325,37 @@ TEST_F(Datapath, CqOverrunIsReportedAndCorruptsNothing) {
   EXPECT_EQ(a->notifications.last_status.load(), STATUS_BUFFER_OVERFLOW);
   std::array<NdkResult, 16> r{};
   const uint32_t n = a->cq->NdkGetCqResults(r.data(), 16);
-  ASSERT_EQ(n, 5u);
+  ASSERT_EQ(n, 4u) << "the four entries the CQ held, and no made-up result for the overrun";
   for (uintptr_t i = 0; i < 4; ++i) {
     EXPECT_EQ(r[i].Status, STATUS_SUCCESS);
+    EXPECT_EQ(r[i].QPContext, a);
     EXPECT_EQ(reinterpret_cast<uintptr_t>(r[i].RequestContext), i);
   }
-  EXPECT_EQ(r[4].Status, STATUS_BUFFER_OVERFLOW);
-  EXPECT_EQ(a->cq->NdkGetCqResults(r.data(), 16), 0u) << "nothing further";
-  EXPECT_EQ(std::memcmp(a->buffer, b->buffer, 8 * std::size_t{1024}), 0) << "all eight WRITEs landed";
+
+  // Every QP on the CQ refuses work: A (the one that overran it) and C (idle), on both queues.
+  EXPECT_EQ(a->write(*b, 0, 0, 64, 100), STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(a->send(0, 64, 101), STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(a->receive(0, 64, 102), STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(c.write(d, 0, 0, 64, 103), STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(c.receive(0, 64, 104), STATUS_INTERNAL_ERROR);
+  EXPECT_EQ(c.qp->NdkInvalidate(nullptr, c.mr, 0), STATUS_INTERNAL_ERROR);
+
+  // C executes nothing: D's WRITE into C's memory arrives (C counts it as not ready) and is dropped.
+  ASSERT_EQ(d.write(c, 0, 4096, 512, 105), STATUS_SUCCESS);
+  std::optional<dataplane::QpReport> seen;
+  ASSERT_TRUE(eventually([&] {
+    seen = report(adapter(), *c.qp);
+    return seen && number(*seen, "rx_qp_not_ready") >= 1;
+  }));
+  for (const auto& [key, value] : seen->text) {
+    if (key == "state") {
+      EXPECT_EQ(value, "ERR");
+    }
+  }
+  EXPECT_TRUE(std::all_of(c.buffer + 4096, c.buffer + 4096 + 512, [](uint8_t x) { return x == 0; }))
+      << "a dead QP placed a peer's WRITE";
+
+  EXPECT_EQ(a->cq->NdkGetCqResults(r.data(), 16), 0u) << "nothing further: not the flushes of A's or C's work";
   a->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
   adapter().UroceWaitForNotifier();
   EXPECT_EQ(a->notifications.count.load(), 1) << "the overrun is reported once";
