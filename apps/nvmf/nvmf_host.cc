@@ -120,16 +120,19 @@ std::string HostQueue::open() {
   const GroupAffinity affinity = adapter_.UroceEngineAffinity(options_.engine);
   const uint32_t send_depth = 2U * options_.entries + 2;
   NTSTATUS s = adapter_.NdkCreateCq(options_.entries, nullptr, nullptr, &affinity, nullptr, nullptr, &recv_cq_);
-  if (s == STATUS_SUCCESS)
+  if (s == STATUS_SUCCESS) {
     s = adapter_.NdkCreateCq(send_depth, nullptr, nullptr, &affinity, nullptr, nullptr, &send_cq_);
+  }
   if (s == STATUS_SUCCESS) s = adapter_.NdkCreatePd(nullptr, nullptr, &pd_);
   if (s == STATUS_SUCCESS) s = pd_->NdkCreateMr(false, nullptr, nullptr, &mr_);
-  if (s == STATUS_SUCCESS)
+  if (s == STATUS_SUCCESS) {
     s = mr_->NdkRegisterMr(memory_.get(), bytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ,
                            nullptr, nullptr);
-  if (s == STATUS_SUCCESS)
+  }
+  if (s == STATUS_SUCCESS) {
     s = pd_->NdkCreateQp(recv_cq_, send_cq_, this, options_.entries, send_depth, 1, 1, kInlineCapsule, nullptr, nullptr,
                          &qp_);
+  }
   if (s != STATUS_SUCCESS) return std::string("the queue's QP and buffers: ") + NdkStatusName(s);
   for (uint32_t i = 0; i < options_.entries; ++i) {
     if (!post_receive(i)) return "posting the queue's receives failed";
@@ -314,12 +317,14 @@ std::string HostController::bring_up() {
   set_cdw(queues, 11, asked | asked << 16);
   const std::optional<HostCompletion> granted = admin(queues, error, "Set Features Number of Queues");
   if (!granted) return error;
-  if (std::min(granted->dw0 & 0xFFFF, granted->dw0 >> 16) < asked)
+  if (std::min(granted->dw0 & 0xFFFF, granted->dw0 >> 16) < asked) {
     return "the controller grants " + std::to_string(std::min(granted->dw0 & 0xFFFF, granted->dw0 >> 16) + 1) +
            " I/O queues, fewer than " + std::to_string(options_.io_queues);
-  if (options_.io_entries > max_queue_entries)
+  }
+  if (options_.io_entries > max_queue_entries) {
     return "queue depth " + std::to_string(options_.io_entries) +
            " is more than the controller's CAP.MQES + 1 = " + std::to_string(max_queue_entries);
+  }
   const uint16_t engines = adapter_.UroceEngineCount();
   for (uint16_t qid = 1; qid <= options_.io_queues; ++qid) {
     HostQueueOptions q;
