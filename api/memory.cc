@@ -42,7 +42,13 @@ NTSTATUS PdImpl::NdkCreateMw(CreateCompletion completion, void* request_context,
 
 // ------------------------------------------------------------------------------------------------------ MR
 
-MrImpl::~MrImpl() { release_slot(); }
+// Closing a registered MR deregisters it, and the memory is the consumer's again once the close completes: wait
+// for zero-copy TX mbufs still reading it (NdkDeregisterMr completes asynchronously instead).
+MrImpl::~MrImpl() {
+  const uint32_t t = !fast_register_ && registered() ? token() : 0;
+  release_slot();
+  if (t != 0) pd_.adapter().transport().wait_memory_drained(t);
+}
 
 void MrImpl::release_slot() noexcept {
   const uint32_t t = token();
@@ -76,10 +82,24 @@ NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags
   return STATUS_SUCCESS;
 }
 
-NTSTATUS MrImpl::NdkDeregisterMr(RequestCompletion, void*) {
+// Zero-copy TX mbufs may still point into the memory (dataplane/rc_transport.h): the deregistration then
+// completes later, from the notifier, once they are freed (STATUS_PENDING, ndkpi.md §8). Without a completion
+// routine it waits here.
+NTSTATUS MrImpl::NdkDeregisterMr(RequestCompletion completion, void* request_context) {
   if (fast_register_ || !registered()) return STATUS_INVALID_DEVICE_REQUEST;
+  const uint32_t t = token();
   release_slot();
-  return STATUS_SUCCESS;
+  dataplane::RcTransport& transport = pd_.adapter().transport();
+  if (!transport.memory_in_flight(t)) return STATUS_SUCCESS;
+  if (completion == nullptr) {
+    transport.wait_memory_drained(t);
+    return STATUS_SUCCESS;
+  }
+  pd_.adapter().notifier().run([&transport, t, completion, request_context] {
+    transport.wait_memory_drained(t);
+    completion(request_context, STATUS_SUCCESS);
+  });
+  return STATUS_PENDING;
 }
 
 NTSTATUS MrImpl::NdkInitializeFastRegisterMr(uint32_t adapter_page_count, bool remote_access, RequestCompletion,

@@ -35,7 +35,7 @@ constexpr unsigned kFrameOverhead = 14 + 4;
 constexpr std::array<std::pair<std::string_view, IdlePolicy>, 2> kIdleNames = {
     {{"busy_poll", IdlePolicy::kBusyPoll}, {"backoff", IdlePolicy::kBackoff}}};
 
-constexpr std::array<Field<EngineConfig>, 9> kEngineFields = {{
+constexpr std::array<Field<EngineConfig>, 10> kEngineFields = {{
     {"idle",
      [](Reader& r, const YAML::Node& node, const std::string& key, EngineConfig& out) {
        if (const auto v = r.choice(node, key, kIdleNames)) out.idle = *v;
@@ -59,6 +59,18 @@ constexpr std::array<Field<EngineConfig>, 9> kEngineFields = {{
     // multicast QPN 0xFFFFFF, and indices 0 and 1 mirror QP0/QP1, so an engine needs room for at least 2.
     {"max_qps_per_engine", integer<&EngineConfig::max_qps_per_engine, 2, (1u << 20) - 1>()},
     {"tx_backlog", integer<&EngineConfig::tx_backlog, 1, 1u << 20>()},
+    // 0 = off. A packet carries at most 4096 payload bytes (the largest IB path MTU), so a larger threshold would
+    // silently never apply; below 64 bytes the three mbufs of a zero-copy frame cost more than the copy saves.
+    {"zero_copy_threshold",
+     [](Reader& r, const YAML::Node& node, const std::string& key, EngineConfig& out) {
+       const auto v = r.integer(node, key, 0, std::numeric_limits<uint32_t>::max());
+       if (!v) return;
+       if (*v != 0 && (*v < 64 || *v > 4096)) {
+         r.error(key, "must be 0 (off) or between 64 and 4096 bytes of payload, got " + node.Scalar());
+         return;
+       }
+       out.zero_copy_threshold = static_cast<uint32_t>(*v);
+     }},
 }};
 
 constexpr std::array<Field<RdmaConfig>, 9> kRdmaFields = {{

@@ -80,6 +80,9 @@ struct EngineConfig {
   uint32_t redirect_ring_size = 4096;          // SPSC ring per engine pair, power of two
   uint32_t max_qps_per_engine = 4096;
   uint32_t tx_backlog = 1024;  // packets held when a TX burst is short
+  // RC request packets whose payload is at least this many bytes of registered memory go out zero-copy (an
+  // mbuf attached to the memory with rte_pktmbuf_attach_extbuf); 0 = always copy. See config/README.md.
+  uint32_t zero_copy_threshold = 0;
 };
 
 struct RdmaConfig {

@@ -191,7 +191,12 @@ void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept 
         proto::Ipv6View{frame + proto::Eth::kSize}.get(proto::Ipv6::next_header) == kIcmpv6NextHeader) [[unlikely]]
       return dispatch_neighbor(p, m, false, from_wire);
   }
-  const proto::ParseOptions options{.verify_icrc = from_wire, .verify_ip_checksum = from_wire};
+  // A large RC WRITE's ICRC is left to the QP's responder, which checks it while it copies the payload into
+  // registered memory (one read of the payload instead of two); nothing acts on the packet before that check
+  // (RcQp::fused_write_candidate). A packet that leaves this engine, or goes to an endpoint that does not check
+  // deferred ICRCs, is checked here first: the redirect's owner takes what it receives as checked.
+  const proto::ParseOptions options{
+      .verify_icrc = from_wire, .verify_ip_checksum = from_wire, .defer_payload_icrc = from_wire};
   const proto::ParseResult parsed = proto::parse_packet(std::span<const uint8_t>(frame, length), options);
   if (!parsed.ok()) [[unlikely]] {
     count_parse_error(parsed.error);
@@ -201,7 +206,10 @@ void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept 
   const proto::Qpn qpn = parsed.packet.bth().get(proto::Bth::dest_qp);
   const EngineId owner = engine_of(qpn);
   if (owner != id_) {
-    if (from_wire && owner < engine_count_) return redirect(owner, m);
+    if (from_wire && owner < engine_count_) {
+      if (parsed.packet.icrc_deferred && !proto::icrc_matches(parsed.packet)) return drop_bad_icrc(m);
+      return redirect(owner, m);
+    }
     counters_.rx_unknown_qp.add();
     rte_pktmbuf_free(m);
     return;
@@ -211,6 +219,10 @@ void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept 
     counters_.rx_unknown_qp.add();
     rte_pktmbuf_free(m);
     return;
+  }
+  if (parsed.packet.icrc_deferred && !slot.endpoint.checks_deferred_icrc && !proto::icrc_matches(parsed.packet))
+      [[unlikely]] {
+    return drop_bad_icrc(m);
   }
   counters_.rx_delivered.add();
   slot.endpoint.on_packet(slot.endpoint.self, *this, parsed.packet, p, m);
@@ -227,6 +239,11 @@ void EngineContext::dispatch_neighbor(PortIndex p, rte_mbuf* m, bool is_arp, boo
   } else {
     handle_icmpv6(*this, *neighbors_, ports_[p], m);
   }
+}
+
+void EngineContext::drop_bad_icrc(rte_mbuf* m) noexcept {
+  count_parse_error(proto::ParseError::kBadIcrc);
+  rte_pktmbuf_free(m);
 }
 
 void EngineContext::count_parse_error(proto::ParseError e) noexcept {

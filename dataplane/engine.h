@@ -62,6 +62,9 @@ struct QpEndpoint {
                                  rte_mbuf* mbuf);
   PacketHandler on_packet = nullptr;
   void* self = nullptr;
+  // The handler checks a deferred ICRC itself (ParsedPacket::icrc_deferred: an RC QP's responder does, fused
+  // with the payload copy). For any other endpoint the engine checks the ICRC before calling it.
+  bool checks_deferred_icrc = false;
 };
 
 // Work the engine polls every iteration (SQ doorbell queues, later). Returns true if it did something, which
@@ -154,6 +157,7 @@ class EngineContext {
   void dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept;
   void dispatch_neighbor(PortIndex p, rte_mbuf* m, bool is_arp, bool from_wire) noexcept;
   void count_parse_error(proto::ParseError e) noexcept;
+  [[gnu::cold]] void drop_bad_icrc(rte_mbuf* m) noexcept;
   void redirect(EngineId owner, rte_mbuf* m) noexcept;
   void flush_redirect(EngineId owner) noexcept;
   uint32_t drain_redirects() noexcept;

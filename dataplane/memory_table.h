@@ -57,7 +57,10 @@ struct MemoryRegion {
 
 class MemoryTable {
  public:
-  explicit MemoryTable(uint32_t capacity) : slots_(std::make_unique<Slot[]>(capacity)), capacity_(capacity) {}
+  explicit MemoryTable(uint32_t capacity)
+      : slots_(std::make_unique<Slot[]>(capacity)),
+        tx_pins_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
+        capacity_(capacity) {}
 
   static constexpr uint32_t index_of(uint32_t token) noexcept { return token >> 8; }
   [[nodiscard]] uint32_t capacity() const noexcept { return capacity_; }
@@ -99,6 +102,42 @@ class MemoryTable {
     s.kind.store(MemoryKind::kFree, std::memory_order_release);
     s.valid.store(false, std::memory_order_release);
     end_slot_write(s, before, true);
+  }
+
+  // --- zero-copy TX pins ---
+  // A zero-copy TX mbuf points into registered memory until whoever consumes it (the NIC's TX completion, or
+  // the peer engine on a ring link) frees it, possibly long after the WQE completed. Each slot counts those
+  // mbufs, and a deregistration (erase) does not hand the slot or the memory back while the count is non-zero.
+  //
+  // Ordering (Dekker's pattern, as failed_after_receive_post in rc_transport.h): the engine increments the count,
+  // then reads the slot; the deregistering thread erases the slot, then reads the count. The seq_cst fences
+  // between each side's write and its read forbid both reads missing the other's write: either the engine sees
+  // the slot erased and backs off, or the deregistration sees the pin and waits for it.
+
+  // Engine: pins the region `token` names for one zero-copy mbuf over [addr, addr + length) and returns the
+  // count to release with unpin_tx(), or nullptr (the token no longer names a valid region covering it).
+  [[nodiscard]] std::atomic<uint32_t>* pin_for_tx(uint32_t token, uint64_t addr, uint32_t length) noexcept {
+    const uint32_t i = index_of(token);
+    if (i >= capacity_) return nullptr;
+    std::atomic<uint32_t>& pins = tx_pins_[i];
+    pins.fetch_add(1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // the pin before the slot read (see above)
+    MemoryRegion r;
+    uint32_t sequence;
+    if (read_index(i, r, sequence) && grant(r, token, addr, length, 0, r.pd, false) != nullptr) return &pins;
+    unpin_tx(&pins);
+    return nullptr;
+  }
+  // Any thread (an mbuf's free callback): the mbuf no longer points into the region. Release: the consumer's
+  // reads of the payload happen before a deregistration that sees the count drop returns the memory.
+  static void unpin_tx(std::atomic<uint32_t>* pins) noexcept { pins->fetch_sub(1, std::memory_order_release); }
+  // Control path, after erase(): zero-copy mbufs still pointing into the slot `token` named. Acquire pairs with
+  // unpin_tx(); the fence orders the erase before this read (see above).
+  [[nodiscard]] uint32_t tx_pins(uint32_t token) const noexcept {
+    const uint32_t i = index_of(token);
+    if (i >= capacity_) return 0;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return tx_pins_[i].load(std::memory_order_acquire);
   }
 
   // --- datapath readers (engines) ---
@@ -296,6 +335,7 @@ class MemoryTable {
   }
 
   std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;  // [slot]: zero-copy TX mbufs pointing into it
   uint32_t capacity_;
 };
 

@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include <arpa/inet.h>
 #include <rte_cycles.h>
+#include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -113,6 +115,60 @@ uint8_t* RcQueuePair::tx_begin(std::size_t length) {
   }
   tx_mbuf_ = m;
   return reinterpret_cast<uint8_t*>(data);
+}
+
+namespace {
+
+// The free callback of a zero-copy payload segment: the NIC (or the peer engine on a ring link) is done
+// reading the registered memory. Runs on whichever thread frees the mbuf.
+void release_zero_copy_payload(void*, void* pins) { MemoryTable::unpin_tx(static_cast<std::atomic<uint32_t>*>(pins)); }
+
+}  // namespace
+
+// Three mbufs: the headers, the payload attached in place (rte_pktmbuf_attach_extbuf, its shared info kept in
+// the payload mbuf's own unused data room), and the pad and ICRC. Any of them missing is no failure: the
+// requester copies instead.
+proto::RcEnv::SplitFrame RcQueuePair::tx_begin_zero_copy(std::size_t header_length, const uint8_t* payload,
+                                                         uint32_t payload_length, proto::LocalToken token,
+                                                         std::size_t tail_length) {
+  MemoryTable& memory = engine_.memory();
+  std::atomic<uint32_t>* const pins =
+      memory.pin_for_tx(token.value(), reinterpret_cast<uint64_t>(payload), payload_length);
+  if (pins == nullptr) return {};
+  rte_mbuf* const head = ctx_->alloc_mbuf();
+  rte_mbuf* const body = head != nullptr ? ctx_->alloc_mbuf() : nullptr;
+  rte_mbuf* const tail = body != nullptr ? ctx_->alloc_mbuf() : nullptr;
+  if (tail == nullptr) {
+    if (head != nullptr) rte_pktmbuf_free(head);
+    if (body != nullptr) rte_pktmbuf_free(body);
+    MemoryTable::unpin_tx(pins);
+    return {};
+  }
+  auto* const headers = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(head, static_cast<uint16_t>(header_length)));
+  auto* const end = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(tail, static_cast<uint16_t>(tail_length)));
+  if (headers == nullptr || end == nullptr) [[unlikely]] {  // a data room too small for the headers: config error
+    rte_pktmbuf_free(head);
+    rte_pktmbuf_free(body);
+    rte_pktmbuf_free(tail);
+    MemoryTable::unpin_tx(pins);
+    return {};
+  }
+  auto* const shinfo = rte_pktmbuf_mtod(body, rte_mbuf_ext_shared_info*);
+  shinfo->free_cb = &release_zero_copy_payload;
+  shinfo->fcb_opaque = pins;
+  rte_mbuf_ext_refcnt_set(shinfo, 1);
+  // The IOVA matters only to a PCI NIC, which needs the region DMA-mapped as well (not done yet; see
+  // config/README.md on engine.zero_copy_threshold). In IOVA-as-VA mode it is the address itself.
+  const rte_iova_t iova = engine_.iova_is_va() ? reinterpret_cast<rte_iova_t>(payload) : RTE_BAD_IOVA;
+  rte_pktmbuf_attach_extbuf(body, const_cast<uint8_t*>(payload), iova, static_cast<uint16_t>(payload_length), shinfo);
+  body->data_len = static_cast<uint16_t>(payload_length);
+  body->pkt_len = payload_length;
+  // Three segments are far below RTE_MBUF_MAX_NB_SEGS, the only way rte_pktmbuf_chain() fails.
+  (void)rte_pktmbuf_chain(head, body);
+  (void)rte_pktmbuf_chain(head, tail);
+  tx_mbuf_ = head;
+  zero_copy_packets_.store(zero_copy_packets_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  return {headers, end};
 }
 
 void RcQueuePair::tx_commit(std::size_t) {
@@ -250,6 +306,7 @@ EngineTransport::EngineTransport(EngineId id, MemoryTable& memory, uint32_t door
   doorbells_ = rte_ring_create(name.c_str(), next_pow2(doorbell_capacity + 1), SOCKET_ID_ANY, RING_F_SC_DEQ);
   active_.reserve(doorbell_capacity);  // never grows on the datapath
   ns_per_tsc_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / rte_get_tsc_hz());
+  iova_is_va_ = rte_eal_iova_mode() == RTE_IOVA_VA;
 }
 
 EngineTransport::~EngineTransport() { rte_ring_free(doorbells_); }
@@ -383,7 +440,7 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   space.in_use[*slot] = true;
   const proto::Qpn qpn = make_qpn(engine, next_local_index(space, *slot, true));
   auto qp = std::make_unique<RcQueuePair>(qpn, setup, *engines_[engine]);
-  const Status s = dataplane_.engine(engine).register_qp(qpn, QpEndpoint{&RcQueuePair::on_packet, qp.get()});
+  const Status s = dataplane_.engine(engine).register_qp(qpn, QpEndpoint{&RcQueuePair::on_packet, qp.get(), true});
   if (!s.ok()) {
     space.in_use[*slot] = false;
     return s;
@@ -436,6 +493,7 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   attrs.path_mtu = std::min(attributes.path_mtu, peer.path_mtu);
   attrs.max_rd_atomic = std::min(attributes.max_rd_atomic, peer.max_dest_rd_atomic);
   attrs.access = qp.setup().access;
+  attrs.zero_copy_min_payload = dataplane_.config().engine.zero_copy_threshold;
   if (port.mtu < attrs.path_mtu + 80) {
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));
@@ -492,6 +550,7 @@ RcTransport::Usage RcTransport::usage() {
 // A free slot with the next key byte: a token that no earlier registration of the
 // slot had, so stale tokens never match. Call with mutex_ held.
 std::optional<uint32_t> RcTransport::new_token_locked() {
+  reclaim_drained_locked();
   uint32_t slot;
   if (!free_memory_slots_.empty()) {
     slot = free_memory_slots_.back();
@@ -543,9 +602,33 @@ Status RcTransport::deregister_memory(uint32_t token) {
   std::lock_guard lock(mutex_);
   const uint32_t slot = MemoryTable::index_of(token);
   if (slot == 0 || slot >= next_memory_slot_ || !memory_.read_slot(token)) return Status::error("no such registration");
-  memory_.erase(token);
-  free_memory_slots_.push_back(slot);
+  memory_.erase(token);  // no engine pins it from now on (MemoryTable::pin_for_tx)
+  if (memory_.tx_pins(token) != 0) {
+    draining_memory_tokens_.push_back(token);
+  } else {
+    free_memory_slots_.push_back(slot);
+  }
   return Status{};
+}
+
+// Moves deregistered slots whose last zero-copy mbuf has been freed to the free list. Call with mutex_ held.
+void RcTransport::reclaim_drained_locked() {
+  std::erase_if(draining_memory_tokens_, [this](uint32_t token) {
+    if (memory_.tx_pins(token) != 0) return false;
+    free_memory_slots_.push_back(MemoryTable::index_of(token));
+    return true;
+  });
+}
+
+bool RcTransport::memory_in_flight(uint32_t token) {
+  std::lock_guard lock(mutex_);
+  reclaim_drained_locked();
+  return std::find(draining_memory_tokens_.begin(), draining_memory_tokens_.end(), token) !=
+         draining_memory_tokens_.end();
+}
+
+void RcTransport::wait_memory_drained(uint32_t token) {
+  while (memory_in_flight(token)) std::this_thread::sleep_for(std::chrono::microseconds(50));
 }
 
 void RcTransport::release_memory_slot(uint32_t token) {

@@ -80,6 +80,10 @@ class RcQueuePair final : public proto::RcEnv {
   // Engine only (the state machines are not thread-safe); counters may be read
   // racily for reporting.
   [[nodiscard]] proto::RcQp& protocol() noexcept { return qp_; }
+  // Request packets this QP sent zero-copy (engine writes, anyone reads; for tests and reports).
+  [[nodiscard]] uint64_t zero_copy_packets() const noexcept {
+    return zero_copy_packets_.load(std::memory_order_relaxed);
+  }
 
   // --- engine side ---
   static void on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port,
@@ -128,6 +132,8 @@ class RcQueuePair final : public proto::RcEnv {
 
   // --- proto::RcEnv ---
   uint8_t* tx_begin(std::size_t length) override;
+  SplitFrame tx_begin_zero_copy(std::size_t header_length, const uint8_t* payload, uint32_t payload_length,
+                                proto::LocalToken token, std::size_t tail_length) override;
   void tx_commit(std::size_t length) override;
   uint64_t now_ns() override;
   uint8_t* resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) override;
@@ -164,6 +170,7 @@ class RcQueuePair final : public proto::RcEnv {
   std::atomic<bool> flush_requested_{false};
   std::atomic<bool> peer_request_seen_{false};  // written by the engine once; a hint, so relaxed
   std::atomic<uint8_t> failed_{0};              // see failed_after_receive_post()
+  std::atomic<uint64_t> zero_copy_packets_{0};  // one writer (the engine): relaxed load and store, no RMW
 };
 
 class EngineTransport {
@@ -175,6 +182,7 @@ class EngineTransport {
 
   [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
   [[nodiscard]] uint64_t ns_per_tsc_q32() const noexcept { return ns_per_tsc_q32_; }
+  [[nodiscard]] bool iova_is_va() const noexcept { return iova_is_va_; }
 
   // Engine side: the Poller. Drains doorbells into the active list and polls it.
   static bool poll(void* self, EngineContext& ctx);
@@ -190,6 +198,7 @@ class EngineTransport {
   rte_ring* doorbells_ = nullptr;
   std::vector<RcQueuePair*> active_;
   uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC tick in 32.32 fixed point
+  bool iova_is_va_ = false;      // rte_eal_iova_mode() == RTE_IOVA_VA: a buffer's IOVA is its address
   uint64_t next_counter_sync_tsc_ = 0;
 };
 
@@ -216,7 +225,15 @@ class RcTransport {
   // or bind executes on an engine; returns its first token. Release it with deregister_memory
   // (with the token it holds now).
   [[nodiscard]] Result<uint32_t> reserve_memory(MemoryKind kind, uint32_t pd);
+  // Makes `token` invalid at once for every engine. Zero-copy TX mbufs may still point into the memory (sent,
+  // not yet consumed by the NIC or the peer engine): until memory_in_flight() says they are gone, the slot is
+  // not reused and the caller must not release the memory (NdkDeregisterMr completes later: STATUS_PENDING).
   [[nodiscard]] Status deregister_memory(uint32_t token);
+  // After deregister_memory(token): true while zero-copy mbufs still point into the memory it covered. Any
+  // thread; once false it stays false, and the consumers' reads of the memory happened before it turned false.
+  [[nodiscard]] bool memory_in_flight(uint32_t token);
+  // Control path: waits (sleeping) until memory_in_flight(token) is false. The engines must be running.
+  void wait_memory_drained(uint32_t token);
   // Frees the slot of a reserved region or window whatever its key byte is now.
   void release_memory_slot(uint32_t token);
   [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
@@ -271,6 +288,8 @@ class RcTransport {
   uint32_t qp_table_size_ = 0;        // qp_table_size(engine.max_qps_per_engine)
   std::vector<std::unique_ptr<RcQueuePair>> qps_;
   std::vector<uint32_t> free_memory_slots_;
+  std::vector<uint32_t> draining_memory_tokens_;  // deregistered, zero-copy mbufs still in flight: not yet free
+  void reclaim_drained_locked();
   uint32_t next_memory_slot_ = 1;
   // Identifiers an off-path attacker cannot guess from the last run: QPNs take a random free slot and start each
   // slot's generations at a random one, and key

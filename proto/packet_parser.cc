@@ -138,13 +138,29 @@ ParseError parse_into(std::span<const uint8_t> frame, ParseOptions options, Pars
   p.payload_length = static_cast<uint16_t>(payload);
   p.icrc_offset = static_cast<uint16_t>(end - kIcrcSize);
 
-  if (options.verify_icrc &&
-      icrc_compute(base + p.l3_offset, p.icrc_offset - p.l3_offset, p.ip_version) != p.wire_icrc())
-    return ParseError::kBadIcrc;
+  if (!options.verify_icrc) return ParseError::kOk;
+  if (options.defer_payload_icrc && may_defer_icrc(info, payload)) {
+    p.icrc_deferred = true;
+    return ParseError::kOk;
+  }
+  if (!icrc_matches(p)) return ParseError::kBadIcrc;
   return ParseError::kOk;
 }
 
 }  // namespace
+
+bool icrc_matches(const ParsedPacket& p) noexcept {
+  return icrc_compute(p.frame.data() + p.l3_offset, p.icrc_offset - p.l3_offset, p.ip_version) == p.wire_icrc();
+}
+
+uint32_t icrc_state_before_payload(const ParsedPacket& p) noexcept {
+  const uint8_t* const ext = p.frame.data() + p.bth_offset + Bth::kSize;
+  return crc32_ieee(icrc_headers(p.frame.data() + p.l3_offset, p.ip_version), ext, p.info->ext_length);
+}
+
+bool icrc_matches_after_payload(const ParsedPacket& p, uint32_t state) noexcept {
+  return crc32_ieee(state, p.frame.data() + p.payload_offset + p.payload_length, p.pad_count) == p.wire_icrc();
+}
 
 ParseResult parse_packet(std::span<const uint8_t> frame, ParseOptions options) noexcept {
   ParseResult r;

@@ -48,9 +48,19 @@ enum class ParseError : uint8_t {
 // The longest payload any RoCE packet can carry: the largest IB path MTU.
 inline constexpr std::size_t kMaxPayload = 4096;
 
+// RC RDMA WRITE packets (without immediate) carrying at least this much payload may have their ICRC check
+// deferred to the responder, which checks it while it copies the payload into registered memory
+// (crc32_ieee_copy): the payload is then read once, not twice. The smallest IB path MTU: every FIRST and
+// MIDDLE packet qualifies, and below it the second read is from L1 and costs little.
+inline constexpr std::size_t kDeferredIcrcMinPayload = 256;
+
 struct ParseOptions {
   bool verify_icrc = true;
   bool verify_ip_checksum = true;  // skip when the NIC already checked it
+  // With verify_icrc: leave the ICRC of a packet that may_defer_icrc() accepts unchecked and mark it
+  // icrc_deferred. Whoever receives such a packet must check it (icrc_matches, or the fused form) before
+  // acting on it in any way.
+  bool defer_payload_icrc = false;
 };
 
 // Offsets are from the start of the frame. A ParsedPacket refers to the frame; it
@@ -67,6 +77,7 @@ struct ParsedPacket {
   uint16_t payload_offset = 0;
   uint16_t payload_length = 0;  // without pad
   uint16_t icrc_offset = 0;     // frame length without Ethernet padding is icrc_offset + 4
+  bool icrc_deferred = false;   // the ICRC has not been checked yet (ParseOptions::defer_payload_icrc)
 
   [[nodiscard]] Opcode opcode() const noexcept { return BthView{frame.data() + bth_offset}.get(Bth::opcode); }
   [[nodiscard]] std::size_t length() const noexcept { return icrc_offset + kIcrcSize; }
@@ -87,6 +98,21 @@ struct ParsedPacket {
   }
   [[nodiscard]] uint32_t wire_icrc() const noexcept { return icrc_load(frame.data() + icrc_offset); }
 };
+
+// True for the packets whose ICRC check ParseOptions::defer_payload_icrc defers: RC RDMA WRITE FIRST, MIDDLE,
+// LAST and ONLY (their payload goes straight into registered memory) with kDeferredIcrcMinPayload or more.
+[[nodiscard]] constexpr bool may_defer_icrc(const OpcodeInfo& info, std::size_t payload_length) noexcept {
+  return info.transport == Transport::kRc && info.operation == Operation::kRdmaWrite && !info.is(kImmediate) &&
+         payload_length >= kDeferredIcrcMinPayload;
+}
+
+// The ICRC of `p`, computed now, against the one it carries.
+[[nodiscard]] bool icrc_matches(const ParsedPacket& p) noexcept;
+// The CRC state after every covered byte before the payload (masked IP/UDP/BTH, extension headers): continue it
+// over the payload (crc32_ieee or crc32_ieee_copy) and hand the result to icrc_matches_after_payload().
+[[nodiscard]] uint32_t icrc_state_before_payload(const ParsedPacket& p) noexcept;
+// Continues `state` (the CRC after the payload) over the pad and compares with the ICRC `p` carries.
+[[nodiscard]] bool icrc_matches_after_payload(const ParsedPacket& p, uint32_t state) noexcept;
 
 struct ParseResult {
   ParseError error = ParseError::kOk;

@@ -123,3 +123,18 @@ void PacketTemplate::seal(uint8_t* out, const Stamped& stamped, std::size_t payl
 }
 
 }  // namespace uroce::proto
+
+namespace uroce::proto {
+
+void PacketTemplate::seal_split(const uint8_t* out, const Stamped& stamped, const uint8_t* payload,
+                                std::size_t payload_length, uint8_t* tail) const noexcept {
+  const std::size_t pad = pad_for(payload_length);
+  std::memset(tail, 0, pad);
+  // The ICRC covers the headers (masked), the extension headers, the payload where it lies, and the pad.
+  uint32_t crc = icrc_headers(out + l3_offset_, ip_version_);
+  crc = crc32_ieee(crc, stamped.ext, static_cast<std::size_t>(stamped.payload - stamped.ext));
+  crc = crc32_ieee(crc, payload, payload_length);
+  icrc_store(tail + pad, crc32_ieee(crc, tail, pad));
+}
+
+}  // namespace uroce::proto

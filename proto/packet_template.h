@@ -44,11 +44,26 @@ class PacketTemplate {
     return headers_length_ + opcode_info(op).ext_length + payload_length + pad_for(payload_length) + kIcrcSize;
   }
 
-  // Writes the fixed headers for one packet into `out` (frame_length(op, payload_length) bytes).
+  // The bytes before the payload: headers through the BTH and the opcode's extension headers.
+  [[nodiscard]] std::size_t header_length(Opcode op) const noexcept {
+    return headers_length_ + opcode_info(op).ext_length;
+  }
+  // The bytes after the payload: pad and ICRC.
+  [[nodiscard]] static std::size_t tail_length(std::size_t payload_length) noexcept {
+    return pad_for(payload_length) + kIcrcSize;
+  }
+
+  // Writes the fixed headers for one packet into `out` (frame_length(op, payload_length) bytes, or
+  // header_length(op) for a frame whose payload lies elsewhere: stamp() writes nothing past the headers).
   Stamped stamp(uint8_t* out, Opcode op, std::size_t payload_length, Psn psn, uint8_t bth_flags) const noexcept;
 
   // Zeroes the pad and writes the ICRC; `stamped` is what stamp() returned.
   void seal(uint8_t* out, const Stamped& stamped, std::size_t payload_length) const noexcept;
+
+  // seal() for a frame in three pieces (zero-copy TX): the headers at `out` as stamp() wrote them, the payload
+  // at `payload`, and `tail` (tail_length(payload_length) bytes), where the pad and the ICRC go.
+  void seal_split(const uint8_t* out, const Stamped& stamped, const uint8_t* payload, std::size_t payload_length,
+                  uint8_t* tail) const noexcept;
 
   [[nodiscard]] IpVersion ip_version() const noexcept { return ip_version_; }
 

@@ -291,6 +291,10 @@ void RcQp::on_timer() noexcept {
 // Every packet is checked against the connected path before anything acts on it (treat every peer as an
 // attacker): the QP's state, the addresses, the P_Key and the transport. Each drop is counted by its reason.
 void RcQp::on_packet(const ParsedPacket& p) noexcept {
+  // A deferred ICRC is checked before anything below looks at the packet, unless the packet is a WRITE whose
+  // payload the responder can place while it checks (fused_write_candidate; the reasoning is there).
+  icrc_unverified_ = p.icrc_deferred;
+  if (icrc_unverified_ && !fused_write_candidate(p) && !settle_icrc(p)) return;
   if (state_ == QpState::kError || state_ == QpState::kReset || state_ == QpState::kInit) {
     ++counters_.rx_qp_not_ready;
     return;

@@ -28,8 +28,23 @@ class RcEnv {
   // A buffer for one frame of `length` bytes, or nullptr when none is available now
   // (an empty mempool is backpressure: the caller retries on a later call).
   virtual uint8_t* tx_begin(std::size_t length) = 0;
-  // Sends the frame tx_begin() returned, now filled in.
+  // Sends the frame tx_begin() (or tx_begin_zero_copy()) returned, now filled in.
   virtual void tx_commit(std::size_t length) = 0;
+  // Zero-copy TX (RcQpAttributes::zero_copy_min_payload): a frame of `header_length` bytes of headers, then the
+  // `payload_length` bytes at `payload` left where they are (inside the registration `token` names), then
+  // `tail_length` bytes (pad and ICRC). Returns where the headers and the tail go, or {nullptr, nullptr} if the
+  // frame cannot go out that way now; the requester then copies the payload through tx_begin(). The payload is
+  // read after tx_commit() returns (by the NIC, or the peer's engine on a ring link), and again if the packet is
+  // retransmitted, so the owner keeps the registration alive until the last reader is done with it.
+  struct SplitFrame {
+    uint8_t* headers = nullptr;
+    uint8_t* tail = nullptr;
+  };
+  virtual SplitFrame tx_begin_zero_copy(std::size_t header_length, const uint8_t* payload, uint32_t payload_length,
+                                        LocalToken token, std::size_t tail_length) {
+    (void)header_length, (void)payload, (void)payload_length, (void)token, (void)tail_length;
+    return {};
+  }
   virtual uint64_t now_ns() = 0;
   // The memory [addr, addr + length) if `token` is valid in the QP's PD and grants
   // `access` over all of it, else nullptr. Never called with length 0.
@@ -175,6 +190,9 @@ class RcQp {
   void on_duplicate(const ParsedPacket& p) noexcept;
   bool receive_send(const ParsedPacket& p) noexcept;
   bool receive_write(const ParsedPacket& p) noexcept;
+  [[nodiscard]] bool fused_write_candidate(const ParsedPacket& p) const noexcept;
+  bool settle_icrc(const ParsedPacket& p) noexcept;
+  bool place_write_payload(uint8_t* dst, const ParsedPacket& p) noexcept;
   bool receive_read(const ParsedPacket& p) noexcept;
   bool receive_atomic(const ParsedPacket& p) noexcept;
   bool take_receive_wqe(Psn psn) noexcept;
@@ -227,6 +245,13 @@ class RcQp {
   uint8_t* write_cursor_ = nullptr;
   uint32_t write_remaining_ = 0;
   uint32_t write_length_ = 0;
+  // The packet on_packet() is handling carries a deferred ICRC (ParsedPacket::icrc_deferred) that nothing has
+  // checked yet: every path that acts on it checks first (settle_icrc), except the fused placement of a WRITE
+  // payload, which checks while it copies and commits nothing unless the ICRC matches.
+  bool icrc_unverified_ = false;
+  // The R_Key of the last WRITE FIRST/ONLY this QP took from an ICRC-checked packet: the peer holds it.
+  RemoteToken last_write_rkey_{};
+  bool last_write_rkey_known_ = false;
   std::array<Resource, kMaxResponderResources> resources_{};
   uint8_t resource_next_ = 0;
   std::array<PendingResponse, std::size_t{kMaxResponderResources} * 2> responses_{};

@@ -216,8 +216,35 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     packets_since_ack_req_ = 0;
   }
   if (last && (w.flags & kWqeSolicited)) flags |= kBthSolicited;
-  uint8_t* out = env_->tx_begin(headers_.frame_length(op, length));
-  if (out == nullptr) return false;
+  // Zero-copy when the packet's payload is one piece of one SGE of registered memory (inline data lives in the
+  // SQ slot, which the application reuses once the WQE completes, so it is always copied).
+  const uint8_t* zero_copy_payload = nullptr;
+  LocalToken zero_copy_token{};
+  if (attrs_.zero_copy_min_payload != 0 && length >= attrs_.zero_copy_min_payload && !(w.flags & kWqeInline)) {
+    uint32_t offset = send_offset_;
+    for (unsigned i = 0; i < w.num_sge; ++i) {
+      const Sge& s = w.sge[i];
+      if (offset >= s.length) {
+        offset -= s.length;
+        continue;
+      }
+      if (s.length - offset >= length) {
+        zero_copy_payload = reinterpret_cast<const uint8_t*>(s.addr) + offset;
+        zero_copy_token = s.lkey;
+      }
+      break;
+    }
+  }
+  RcEnv::SplitFrame split{};
+  if (zero_copy_payload != nullptr) {
+    split = env_->tx_begin_zero_copy(headers_.header_length(op), zero_copy_payload, length, zero_copy_token,
+                                     PacketTemplate::tail_length(length));
+  }
+  uint8_t* out = split.headers;
+  if (out == nullptr) {
+    out = env_->tx_begin(headers_.frame_length(op, length));
+    if (out == nullptr) return false;
+  }
   const Psn psn = pr.first_psn + send_offset_ / mtu;
   const auto st = headers_.stamp(out, op, length, psn, flags);
   const OpcodeInfo& info = opcode_info(op);
@@ -231,8 +258,12 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     MutView<ImmDt>{st.ext + info.offset_of(ExtHeader::kImmDt)}.set(ImmDt::immediate, w.immediate);
   if (info.carries(ExtHeader::kIeth))
     MutView<Ieth>{st.ext + info.offset_of(ExtHeader::kIeth)}.set(Ieth::rkey, w.invalidate_rkey);
-  gather(w, send_offset_, st.payload, length);
-  headers_.seal(out, st, length);
+  if (split.headers != nullptr) {
+    headers_.seal_split(out, st, zero_copy_payload, length, split.tail);
+  } else {
+    gather(w, send_offset_, st.payload, length);
+    headers_.seal(out, st, length);
+  }
   env_->tx_commit(st.frame_length);
   if (is_before(psn, resend_limit_psn_)) ++counters_.retransmitted_packets;
   next_psn_ = psn + 1;

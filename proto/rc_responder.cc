@@ -225,42 +225,119 @@ bool RcQp::receive_send(const ParsedPacket& p) noexcept {
   return true;
 }
 
+// Verify, then commit (IBTA Annex A17.3.3 and rocev2.md §3.3: a packet whose ICRC does not match is dropped
+// silently, with no effect). A WRITE payload of kDeferredIcrcMinPayload or more reaches here with its ICRC
+// unchecked (ParsedPacket::icrc_deferred) so that the copy into registered memory and the check are one pass
+// over the payload (crc32_ieee_copy) instead of two. The copy lands before the check is known, which is
+// acceptable only because a bad ICRC then leaves nothing another party can observe as an effect of the packet:
+//  - Nothing is committed until the ICRC matches: not the expected PSN, the MSN, the WRITE cursor or length,
+//    a completion, an ACK or NAK, or a counter other than rx_icrc_errors. The peer's retransmission (after its
+//    ACK timeout, or the sequence NAK the next packet draws; rocev2.md §4.4) writes the same bytes again.
+//  - The bytes land only where the peer may write anyway. A MIDDLE or LAST packet writes at the cursor a
+//    checked FIRST packet's RETH set, inside that message's range: bytes the message in flight is about to
+//    overwrite anyway, and which no completion has declared whole yet (an RDMA WRITE's data is the
+//    requester's to announce, after its completion). A FIRST or ONLY packet is placed unchecked only if its
+//    R_Key is the one the last checked WRITE FIRST/ONLY of this connection named, so the peer demonstrably
+//    holds that key, and resolve_remote() still makes every check of rocev2.md §5 (valid, full key, PD,
+//    REMOTE_WRITE, [VA, VA+len) inside the region): a corrupted VA can move the bytes only within a region
+//    whose key grants the peer the whole of it. An R_Key seen for the first time is checked first.
+//  - Any other path (a duplicate, a gap, an error NAK, a WRITE with immediate, which takes a receive WQE)
+//    checks the ICRC first (fused_write_candidate() fails, or settle_icrc() runs before the error is acted on).
+// The ICRC is no defence against a forger (anyone can compute it); the PSN, path and key checks are, and every
+// one of them runs before the placement exactly as for a checked packet.
+bool RcQp::fused_write_candidate(const ParsedPacket& p) const noexcept {
+  if (state_ != QpState::kReadyToReceive && state_ != QpState::kReadyToSend) return false;
+  if (!headers_.is_reply(p) || !pkey_matches(p.bth().get(Bth::pkey), attrs_.pkey)) return false;
+  const OpcodeInfo& info = *p.info;  // may_defer_icrc(): an RC WRITE without immediate, with a payload
+  if (!info.is(kRequest) || p.bth().get(Bth::psn) != expected_psn_) return false;
+  const uint32_t mtu = attrs_.path_mtu;
+  if ((info.is(kFirst) || info.is(kMiddle)) ? p.payload_length != mtu : p.payload_length > mtu) return false;
+  if (info.is(kMiddle) || info.is(kLast)) {
+    return in_message_ == Message::kWrite && p.payload_length <= write_remaining_ &&
+           (info.is(kMiddle) || p.payload_length == write_remaining_);
+  }
+  return in_message_ == Message::kNone && last_write_rkey_known_ && (attrs_.access & kAccessRemoteWrite) &&
+         p.ext<Reth>(ExtHeader::kReth).get(Reth::rkey) == last_write_rkey_;
+}
+
+// Checks a deferred ICRC now, before the caller acts on the packet. False: it did not match, the packet is
+// dropped and counted, and the caller returns without any effect.
+bool RcQp::settle_icrc(const ParsedPacket& p) noexcept {
+  if (!icrc_unverified_) return true;
+  icrc_unverified_ = false;
+  if (icrc_matches(p)) return true;
+  ++counters_.rx_icrc_errors;
+  return false;
+}
+
+// Copies the payload to `dst`; with a deferred ICRC, checks it in the same pass. False: the ICRC did not match
+// (counted); the caller commits nothing.
+bool RcQp::place_write_payload(uint8_t* dst, const ParsedPacket& p) noexcept {
+  if (!icrc_unverified_) {
+    std::memcpy(dst, p.payload().data(), p.payload_length);
+    return true;
+  }
+  icrc_unverified_ = false;
+  const uint32_t state = crc32_ieee_copy(icrc_state_before_payload(p), dst, p.payload().data(), p.payload_length);
+  if (icrc_matches_after_payload(p, state)) return true;
+  ++counters_.rx_icrc_errors;
+  return false;
+}
+
 bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   const OpcodeInfo& info = *p.info;
   const Psn psn = p.bth().get(Bth::psn);
   // WRITE with immediate needs its receive WQE before anything of the last packet is placed.
   if (info.is(kImmediate) && !take_receive_wqe(psn)) return false;
-  if (is_first_or_only(info)) {
+  // The message's cursor, as this packet leaves it; stored only once the packet is accepted (verify, then
+  // commit: see fused_write_candidate).
+  const bool first = is_first_or_only(info);
+  uint8_t* cursor = write_cursor_;
+  uint32_t remaining = write_remaining_;
+  uint32_t length = write_length_;
+  RemoteToken rkey{};
+  if (first) {
     const auto reth = p.ext<Reth>(ExtHeader::kReth);
-    write_length_ = write_remaining_ = reth.get(Reth::dma_length);
-    write_cursor_ = nullptr;
+    rkey = reth.get(Reth::rkey);
+    length = remaining = reth.get(Reth::dma_length);
+    cursor = nullptr;
     // A zero-length WRITE does not validate the R_Key (IBTA C9-88).
-    if (write_length_ != 0) {
-      write_cursor_ =
-          (attrs_.access & kAccessRemoteWrite)
-              ? env_->resolve_remote(reth.get(Reth::rkey), reth.get(Reth::va), write_length_, kAccessRemoteWrite)
-              : nullptr;
-      if (write_cursor_ == nullptr) {
+    if (length != 0) {
+      cursor = (attrs_.access & kAccessRemoteWrite)
+                   ? env_->resolve_remote(rkey, reth.get(Reth::va), length, kAccessRemoteWrite)
+                   : nullptr;
+      if (cursor == nullptr) {
+        if (!settle_icrc(p)) return false;
         ++counters_.resp_remote_access_error;
         responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
         return false;
       }
     }
-    in_message_ = Message::kWrite;
-    ++counters_.rx_write_requests;
   }
   const bool last = is_last_or_only(info);
   // The packets must add up to exactly the RETH DMA length.
-  if (p.payload_length > write_remaining_ || (last && p.payload_length != write_remaining_)) {
+  if (p.payload_length > remaining || (last && p.payload_length != remaining)) {
+    if (!settle_icrc(p)) return false;
     ++counters_.resp_invalid_request;
     responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
     return false;
   }
   if (p.payload_length != 0) {
-    std::memcpy(write_cursor_, p.payload().data(), p.payload_length);
-    write_cursor_ += p.payload_length;
-    write_remaining_ -= p.payload_length;
+    if (!place_write_payload(cursor, p)) return false;
+    cursor += p.payload_length;
+    remaining -= p.payload_length;
   }
+  if (first) {
+    in_message_ = Message::kWrite;
+    ++counters_.rx_write_requests;
+    write_length_ = length;
+    if (length != 0) {
+      last_write_rkey_ = rkey;
+      last_write_rkey_known_ = true;
+    }
+  }
+  write_cursor_ = cursor;
+  write_remaining_ = remaining;
   if (!last) return true;
   in_message_ = Message::kNone;
   msn_ += 1;

@@ -142,6 +142,9 @@ struct RcQpAttributes {
   uint16_t ack_request_interval = 64;
   PKey pkey = kDefaultPKey;
   uint32_t access = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;  // what the peer may do to us
+  // Request packets with at least this many payload bytes, taken from one SGE of registered memory, are offered
+  // to RcEnv::tx_begin_zero_copy() instead of being copied into the frame; 0 = never.
+  uint32_t zero_copy_min_payload = 0;
 };
 
 // Local ACK timeout in nanoseconds: 4.096 us * 2^timeout (IBTA 9.7.6.1.3).
@@ -184,6 +187,7 @@ struct RcCounters {
   uint64_t req_unexpected_response = 0;     // a READ response or atomic ACK that the oldest request did not ask for
   uint64_t resp_duplicate_unmatched = 0;    // a duplicate READ/atomic that no saved request matches
   uint64_t resp_resources_exceeded = 0;     // a READ/atomic beyond max_dest_rd_atomic outstanding (NAKed)
+  uint64_t rx_icrc_errors = 0;  // a deferred ICRC (ParsedPacket::icrc_deferred) did not match: dropped, no effect
 };
 
 }  // namespace uroce::proto

@@ -511,6 +511,10 @@ ports:
       {"MaxQpsOne", doc("engine: {max_qps_per_engine: 1}"), "engine.max_qps_per_engine",
        "must be between 2 and 1048575, got 1"},
       {"TxBacklogZero", doc("engine: {tx_backlog: 0}"), "engine.tx_backlog", "must be between 1 and 1048576, got 0"},
+      {"ZeroCopyThresholdTooSmall", doc("engine: {zero_copy_threshold: 63}"), "engine.zero_copy_threshold",
+       "must be 0 (off) or between 64 and 4096 bytes of payload, got 63"},
+      {"ZeroCopyThresholdTooLarge", doc("engine: {zero_copy_threshold: 4097}"), "engine.zero_copy_threshold",
+       "must be 0 (off) or between 64 and 4096 bytes of payload, got 4097"},
       // rdma.
       {"PathMtu", doc("rdma: {path_mtu: 1000}"), "rdma.path_mtu",
        "must be one of 256, 512, 1024, 2048, 4096 (an IB MTU), got 1000"},
@@ -765,6 +769,7 @@ TEST(Config, ReadmeTableListsEveryKeyAndEachIsKnown) {
                                           "engine.redirect_ring_size",
                                           "engine.max_qps_per_engine",
                                           "engine.tx_backlog",
+                                          "engine.zero_copy_threshold",
                                           "rdma.path_mtu",
                                           "rdma.ack_timeout",
                                           "rdma.retry_count",

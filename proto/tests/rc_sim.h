@@ -191,6 +191,10 @@ class SimNetwork {
   SimEndpoint& b() { return b_; }
   uint64_t now() const { return now_; }
   WireFaults faults;
+  ParseOptions parse_options;  // how each arriving frame is parsed (e.g. with its ICRC check deferred)
+  // Called on every frame that crosses the wire (after the random faults), before it is parsed; a test changes
+  // the bytes of the frames it picks. `a_to_b`: the frame's direction.
+  std::function<void(std::vector<uint8_t>& frame, bool a_to_b)> tamper;
   bool trace = false;  // print every frame crossing the wire (debugging aid)
   uint64_t frames_sent = 0, frames_lost = 0, frames_corrupted = 0, frames_duplicated = 0, frames_reordered = 0;
 
@@ -295,8 +299,9 @@ class SimNetwork {
       for (auto& h : held) arriving.push_back(std::move(h));
       held.clear();
     }
-    for (const auto& f : arriving) {
-      const ParseResult r = parse_packet(f);
+    for (auto& f : arriving) {
+      if (tamper) tamper(f, &from == &a_);
+      const ParseResult r = parse_packet(f, parse_options);
       if (!r.ok()) {
         ++to.frames_rejected;
         continue;
