@@ -42,6 +42,14 @@ void make_roce_rule(Rule& rule, bool ipv6, uint16_t queues) {
                   {ipv6 ? RTE_FLOW_ITEM_TYPE_IPV6 : RTE_FLOW_ITEM_TYPE_IPV4, nullptr, nullptr, nullptr},
                   {RTE_FLOW_ITEM_TYPE_UDP, &rule.udp_spec, nullptr, &rule.udp_mask},
                   {RTE_FLOW_ITEM_TYPE_END, nullptr, nullptr, nullptr}};
+  if (queues == 1) {
+    // One engine: a QUEUE action. RSS over one queue does the same, and some PMDs refuse it: net_tap (DPDK 22.11)
+    // builds every RSS action from a BPF program that Linux 6.1's verifier rejects.
+    rule.queue.index = 0;
+    rule.actions = {{RTE_FLOW_ACTION_TYPE_QUEUE, &rule.queue}, {RTE_FLOW_ACTION_TYPE_END, nullptr}};
+    rule.what = std::string(ipv6 ? "IPv6" : "IPv4") + " UDP/4791 -> engine 0's queue";
+    return;
+  }
   rule.rss_queues.resize(queues);
   std::iota(rule.rss_queues.begin(), rule.rss_queues.end(), uint16_t{0});
   rule.rss.func = RTE_ETH_HASH_FUNCTION_DEFAULT;
