@@ -425,6 +425,7 @@ class QpImpl final : public Qp, public Lifetime {
   NTSTATUS commit_send(uint32_t flags) noexcept;
   NTSTATUS fail_send(NTSTATUS status) noexcept;
   void publish_sends() noexcept;
+  [[nodiscard]] uint32_t written() const noexcept { return sq_written_.load(std::memory_order_relaxed); }
 
   AdapterImpl& adapter_;
   PdImpl& pd_;
@@ -442,8 +443,10 @@ class QpImpl final : public Qp, public Lifetime {
   std::atomic<bool> connected_{false};
   std::atomic<bool> flushed_{false};
   std::atomic<bool> connecting_{false};
-  // Poster-private tails, on separate lines: one thread posts sends while another posts receives.
-  alignas(kCacheLine) uint32_t sq_written_ = 0;
+  // Poster-private tails, on separate lines: one thread posts sends while another posts receives. NdkFlush reads
+  // the send tail too (it submits the DEFER chain), so it is atomic: the poster stores it with release once the
+  // WQE is written (commit_send), and reads its own value relaxed (written()).
+  alignas(kCacheLine) std::atomic<uint32_t> sq_written_{0};
   alignas(kCacheLine) uint32_t rq_written_ = 0;
   LiveObject live_{adapter_, NdkObjectTypeQp};
 };

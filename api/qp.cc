@@ -157,9 +157,16 @@ NTSTATUS QpImpl::NdkCloseQp(CloseCompletion completion, void* request_context) {
   return close(completion, request_context);
 }
 
+// ndkpi.md §9.6 and §10.6: every post that returned STATUS_SUCCESS completes, so the flush (and a close, which
+// flushes) first submits what DEFER held back; the engine then cancels everything up to the published tail. NDK
+// lets a flush run while another thread posts (§10.1): the acquire load pairs with commit_send's release, so
+// the WQEs before that index are complete, and publish_tail_at_least never moves the tail back under the
+// poster's own doorbell. A DEFER post that returns after this load is the poster's chain to end, as always.
 void QpImpl::NdkFlush() {
   flushed_.store(true, std::memory_order_relaxed);
-  if (transport_qp_ != nullptr) adapter_.transport().flush(*transport_qp_);
+  if (transport_qp_ == nullptr) return;
+  sq_.publish_tail_at_least(sq_written_.load(std::memory_order_acquire));
+  adapter_.transport().flush(*transport_qp_);
 }
 
 uint32_t QpImpl::UroceGetQpNumber() { return transport_qp_ != nullptr ? transport_qp_->qpn().value() : 0; }
@@ -267,12 +274,12 @@ NTSTATUS QpImpl::check_initiator_post(uint32_t flags, uint32_t allowed_flags) {
   if (!connected_.load(std::memory_order_acquire)) return STATUS_CONNECTION_INVALID;
   if ((flags & ~allowed_flags) != 0) return STATUS_INVALID_PARAMETER;
   // Acquire (consumer_head): the engine is done with the slot we are about to overwrite.
-  if (sq_written_ - sq_.consumer_head() >= shape_.initiator_depth) return STATUS_INSUFFICIENT_RESOURCES;
+  if (written() - sq_.consumer_head() >= shape_.initiator_depth) return STATUS_INSUFFICIENT_RESOURCES;
   return STATUS_SUCCESS;
 }
 
 proto::SendWqe& QpImpl::next_send_slot(void* context, proto::WorkOp op, uint32_t flags) noexcept {
-  proto::SendWqe& w = sq_.slot(sq_written_);
+  proto::SendWqe& w = sq_.slot(written());
   w.context = reinterpret_cast<uintptr_t>(context);
   w.op = op;
   w.flags = 0;
@@ -286,19 +293,20 @@ proto::SendWqe& QpImpl::next_send_slot(void* context, proto::WorkOp op, uint32_t
 
 // The doorbell: publish_tail() is a release, so the engine that reads the tail sees every WQE before it.
 void QpImpl::publish_sends() noexcept {
-  sq_.publish_tail(sq_written_);
+  sq_.publish_tail(written());
   adapter_.transport().ring_doorbell(*transport_qp_);
 }
 
 NTSTATUS QpImpl::commit_send(uint32_t flags) noexcept {
-  ++sq_written_;
+  // Release: NdkFlush, on another thread, may read this index and publish the WQEs before it.
+  sq_written_.store(written() + 1, std::memory_order_release);
   if (!(flags & NDK_OP_FLAG_DEFER)) publish_sends();
   return STATUS_SUCCESS;
 }
 
 // ndkpi.md §10.6: whenever a post fails inline, first submit everything accepted earlier with DEFER.
 NTSTATUS QpImpl::fail_send(NTSTATUS status) noexcept {
-  if (transport_qp_ != nullptr && sq_written_ != sq_.producer_tail()) publish_sends();
+  if (transport_qp_ != nullptr && written() != sq_.producer_tail()) publish_sends();
   return status;
 }
 
@@ -322,7 +330,7 @@ NTSTATUS QpImpl::post_transfer(proto::WorkOp op, void* context, const NdkSge* sg
   w.length = static_cast<uint32_t>(total);
   if (is_inline) {
     // Copied now: the buffers may be reused as soon as we return, and their tokens are never looked at.
-    uint8_t* data = inline_data_.get() + std::size_t{sq_written_ & (sq_.capacity() - 1)} * inline_stride_;
+    uint8_t* data = inline_data_.get() + std::size_t{written() & (sq_.capacity() - 1)} * inline_stride_;
     uint8_t* out = data;
     for (uint32_t i = 0; i < sge_count; ++i) {
       if (sgl[i].Length != 0) std::memcpy(out, sgl[i].VirtualAddress, sgl[i].Length);

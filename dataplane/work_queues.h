@@ -49,6 +49,17 @@ class SpscQueue {
   // Doorbell: the slots before `tail` are complete. Release: their bytes become
   // visible before the new tail does.
   void publish_tail(uint32_t tail) noexcept { tail_.store(tail, std::memory_order_release); }
+  // The doorbell rung by a thread other than the producer (NdkFlush submitting a DEFER chain): moves the tail
+  // forward to `tail` unless it is there or past it already. A CAS, so that the tail never goes back: the
+  // producer's own publish_tail() always stores its newest index, never less than any index another thread
+  // could have read from it before. Release, as publish_tail(); the caller read `tail` with acquire from the
+  // producer's release, so the slots' bytes are visible to the consumer through it.
+  void publish_tail_at_least(uint32_t tail) noexcept {
+    uint32_t current = tail_.load(std::memory_order_relaxed);
+    while (static_cast<int32_t>(tail - current) > 0 &&
+           !tail_.compare_exchange_weak(current, tail, std::memory_order_release, std::memory_order_relaxed)) {
+    }
+  }
   // Acquire: once the consumer says it is done with a slot, our next write to it
   // cannot be reordered before the consumer's last read of it.
   [[nodiscard]] uint32_t consumer_head() const noexcept { return head_.load(std::memory_order_acquire); }

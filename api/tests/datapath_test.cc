@@ -246,6 +246,38 @@ TEST_F(Datapath, FlushCancelsEverythingPendingInOrder) {
   EXPECT_EQ(a->result().Status, STATUS_CANCELLED);
 }
 
+// ndkpi.md §10.6: a post that returned STATUS_SUCCESS completes, DEFER or not; §9.6: a flush cancels everything
+// pending. So a flush, or a close (which flushes), in the middle of a DEFER chain completes the chain, cancelled,
+// in posting order: it must not wait for a post without DEFER that will never come.
+TEST_F(Datapath, FlushOrCloseInTheMiddleOfADeferChainCompletesItCancelled) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  for (uintptr_t i = 1; i <= 3; ++i) ASSERT_EQ(a->send(0, 64, i, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
+  ASSERT_EQ(a->write(*b, 0, 0, 64, 4, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
+  a->qp->NdkFlush();
+  const auto flushed = a->results(4);
+  for (uintptr_t i = 0; i < flushed.size(); ++i) {
+    EXPECT_EQ(flushed[i].Status, STATUS_CANCELLED);
+    EXPECT_EQ(context_of(flushed[i]), i + 1) << "in posting order";
+  }
+  EXPECT_TRUE(b->drain().empty()) << "nothing of the chain ran";
+
+  // The same through a close, which starts by flushing (ndkpi.md §10.3); the CQ outlives the QP.
+  Player* c = nullptr;
+  Player* d = nullptr;
+  std::tie(c, d) = pair();
+  ASSERT_EQ(c->write(*d, 0, 0, 64, 5, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
+  ASSERT_EQ(c->read(*d, 4096, 0, 64, 6, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
+  ASSERT_EQ(c->qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  c->qp = nullptr;
+  const auto closed = c->results(2);
+  ASSERT_EQ(closed.size(), 2u);
+  EXPECT_EQ(context_of(closed[0]), 5u);
+  EXPECT_EQ(context_of(closed[1]), 6u);
+  for (const NdkResultEx& r : closed) EXPECT_EQ(r.Status, STATUS_CANCELLED);
+}
+
 TEST_F(Datapath, FullQueuesAreInsufficientResources) {
   PlayerOptions small;
   small.send_depth = 4;
