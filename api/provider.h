@@ -350,20 +350,34 @@ class SrqImpl final : public Srq, public Lifetime, public Notifiable {
 
   [[nodiscard]] PdImpl& pd() noexcept { return pd_; }
   [[nodiscard]] dataplane::EngineId engine() const noexcept { return engine_; }
-  [[nodiscard]] dataplane::ReceiveQueue& ring() noexcept { return ring_; }
+  // The first ring: QPs start there and follow the successors a growth links (dataplane::SpscQueue).
+  [[nodiscard]] dataplane::ReceiveQueue& ring() noexcept { return *first_; }
   [[nodiscard]] dataplane::ReceiveLimitEvents& limit_events() noexcept { return limit_; }
   void arm_limit(uint32_t threshold) noexcept;
 
  private:
+  // Receives posted and not yet taken, over every ring still holding some. Any thread.
+  [[nodiscard]] uint32_t posted() const noexcept;
+
   PdImpl& pd_;
-  dataplane::ReceiveQueue ring_;
+  // Every ring the SRQ had, oldest first, kept until it closes (growths are rare and each at least doubles).
+  // Control path (NdkModifySrq, under grow_mutex_) appends; the poster links and posts.
+  std::vector<std::unique_ptr<dataplane::ReceiveQueue>> rings_;
+  std::mutex grow_mutex_;
+  uint32_t capacity_ = 0;  // of the newest ring, adopted or not (under grow_mutex_)
+  // A larger ring NdkModifySrq made for the poster to adopt at its next NdkSrqReceive (so that only the poster
+  // ever writes a ring or links one): released before the depth that needs it.
+  std::atomic<dataplane::ReceiveQueue*> grown_{nullptr};
   dataplane::ReceiveLimitEvents limit_;
   const dataplane::EngineId engine_;
   const uint32_t max_sge_;
   std::atomic<uint32_t> depth_;
   const SrqNotificationCallback callback_;
   void* const callback_context_;
-  uint32_t written_ = 0;  // the receive poster's private tail
+  dataplane::ReceiveQueue* first_ = nullptr;   // rings_.front(), set once (QPs read it while rings_ grows)
+  dataplane::ReceiveQueue* ring_ = nullptr;    // the receive poster's ring
+  dataplane::ReceiveQueue* oldest_ = nullptr;  // the poster's oldest ring that may still hold receives
+  uint32_t written_ = 0;                       // the receive poster's private tail in ring_
   LiveObject live_{pd_.adapter(), NdkObjectTypeSrq};
 };
 

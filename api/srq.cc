@@ -25,13 +25,16 @@ SrqImpl::SrqImpl(PdImpl& pd, uint32_t depth, uint32_t max_sge, dataplane::Engine
     : Srq(kNdkVersion, NdkObjectTypeSrq),
       Lifetime(&pd),
       pd_(pd),
-      ring_(CompletionSlices::ring_capacity(depth)),
+      capacity_(CompletionSlices::ring_capacity(depth)),
       limit_(&pd.adapter().notifier(), static_cast<Notifiable*>(this)),
       engine_(engine),
       max_sge_(max_sge),
       depth_(depth),
       callback_(callback),
-      callback_context_(callback_context) {}
+      callback_context_(callback_context) {
+  rings_.push_back(std::make_unique<dataplane::ReceiveQueue>(capacity_));
+  first_ = ring_ = oldest_ = rings_.front().get();
+}
 
 SrqImpl::~SrqImpl() { pd_.adapter().release_notifiable(); }
 
@@ -39,17 +42,36 @@ NTSTATUS SrqImpl::NdkCloseSrq(CloseCompletion completion, void* request_context)
   return close(completion, request_context);  // pends while QPs use it or a notification is being delivered
 }
 
-void SrqImpl::arm_limit(uint32_t threshold) noexcept {
-  // Posted and not yet taken by the engine: the published tail (any thread may modify) minus the engine's head.
-  limit_.arm(threshold, [this] { return ring_.producer_tail() - ring_.consumer_head(); });
+// Posted and not yet taken by the engine: each ring's published tail minus the engine's head, from the first ring
+// through the successors the poster linked (drained rings count 0).
+uint32_t SrqImpl::posted() const noexcept {
+  uint32_t total = 0;
+  for (const dataplane::ReceiveQueue* r = first_; r != nullptr; r = r->successor())
+    total += r->producer_tail() - r->consumer_head();
+  return total;
 }
 
+void SrqImpl::arm_limit(uint32_t threshold) noexcept {
+  limit_.arm(threshold, [this] { return posted(); });
+}
+
+// ndkpi.md §9.5: depth 0 keeps the depth, any other depth resizes. Growing past the ring gives the SRQ a larger
+// ring: the poster adopts it at its next NdkSrqReceive and links it after the current one, and the engine takes
+// the old ring's receives first (RcQueuePair::pop_receive), so no receive is lost or reordered and nobody waits
+// for the engine. Shrinking below what is posted only refuses new receives until enough were taken.
 NTSTATUS SrqImpl::NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, RequestCompletion, void*) {
   if (srq_depth > kMaxQueueDepth) return STATUS_INVALID_PARAMETER;
-  if (srq_depth > ring_.capacity()) return STATUS_INSUFFICIENT_RESOURCES;  // the ring cannot grow in place
   const uint32_t depth = srq_depth != 0 ? srq_depth : depth_.load(std::memory_order_relaxed);
   if (notify_threshold > depth) return STATUS_INVALID_PARAMETER;
-  depth_.store(depth, std::memory_order_relaxed);
+  if (depth > depth_.load(std::memory_order_relaxed)) {
+    const std::lock_guard lock(grow_mutex_);
+    if (depth > capacity_) {
+      capacity_ = CompletionSlices::ring_capacity(depth);
+      rings_.push_back(std::make_unique<dataplane::ReceiveQueue>(capacity_));
+      grown_.store(rings_.back().get(), std::memory_order_release);  // before the depth that needs it
+    }
+  }
+  depth_.store(depth, std::memory_order_release);
   if (notify_threshold != 0) arm_limit(notify_threshold);  // 0 keeps threshold and arm state (ndkpi.md §9.5)
   return STATUS_SUCCESS;
 }
@@ -59,15 +81,27 @@ NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32
   uint64_t total = 0;
   for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;
   if (total > kMaxTransferLength) return STATUS_INVALID_PARAMETER;
-  if (written_ - ring_.consumer_head() >= depth_.load(std::memory_order_relaxed)) return STATUS_INSUFFICIENT_RESOURCES;
-  proto::RecvWqe& r = ring_.slot(written_);
+  // Acquire: a depth NdkModifySrq grew comes with the ring it made (grown_), adopted here before it is needed.
+  const uint32_t depth = depth_.load(std::memory_order_acquire);
+  if (dataplane::ReceiveQueue* grown = grown_.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {
+    ring_->link_successor(grown);  // after our last publish to the old ring
+    ring_ = grown;
+    written_ = 0;
+  }
+  // The rings before ring_ take no more receives: the drained ones are skipped for good, the others still count.
+  while (oldest_ != ring_ && oldest_->producer_tail() == oldest_->consumer_head()) oldest_ = oldest_->successor();
+  uint32_t queued = written_ - ring_->consumer_head();
+  for (const dataplane::ReceiveQueue* r = oldest_; r != ring_; r = r->successor())
+    queued += r->producer_tail() - r->consumer_head();
+  if (queued >= depth) return STATUS_INSUFFICIENT_RESOURCES;
+  proto::RecvWqe& r = ring_->slot(written_);
   r.context = reinterpret_cast<uintptr_t>(request_context);
   r.num_sge = static_cast<uint8_t>(sge_count);
   for (uint32_t i = 0; i < sge_count; ++i) {
     r.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
                 proto::LocalToken{sgl[i].MemoryRegionToken}};
   }
-  ring_.publish_tail(++written_);  // the engine's pop_receive() acquires it
+  ring_->publish_tail(++written_);  // the engine's pop_receive() acquires it
   return STATUS_SUCCESS;
 }
 

@@ -193,13 +193,29 @@ bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
 }
 
 const proto::RecvWqe* RcQueuePair::pop_receive() {
+  uint32_t head = 0;
+  uint32_t tail = 0;
+  for (;;) {
+    ReceiveQueue& rq = *setup_.receive_queue;
+    // A grown SRQ continues in its successor once this ring is empty (posting order across the rings). The link
+    // is read before the tail: a link seen means every publish to this ring is visible to the tail read after
+    // it (link_successor's release), so no receive is left behind.
+    ReceiveQueue* next = setup_.receive_queue_shared ? rq.successor() : nullptr;
+    head = rq.consumer_own_head();
+    tail = rq.tail();
+    if (head != tail) break;
+    if (next == nullptr) return nullptr;
+    setup_.receive_queue = next;  // every QP of the SRQ runs on this engine: each moves on at its next pop
+  }
   ReceiveQueue& rq = *setup_.receive_queue;
-  const uint32_t head = rq.consumer_own_head();
-  const uint32_t tail = rq.tail();
-  if (head == tail) return nullptr;
   popped_ = rq.slot(head);  // copy before the slot is handed back
   rq.publish_head(head + 1);
-  if (setup_.receive_limit_events != nullptr) setup_.receive_limit_events->on_consumed(tail - (head + 1));
+  if (setup_.receive_limit_events != nullptr) {
+    uint32_t remaining = tail - (head + 1);
+    for (const ReceiveQueue* later = rq.successor(); later != nullptr; later = later->successor())
+      remaining += later->tail() - later->consumer_own_head();
+    setup_.receive_limit_events->on_consumed(remaining);
+  }
   return &popped_;
 }
 

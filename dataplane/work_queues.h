@@ -65,6 +65,12 @@ class SpscQueue {
   [[nodiscard]] uint32_t consumer_head() const noexcept { return head_.load(std::memory_order_acquire); }
   [[nodiscard]] bool full() const noexcept { return producer_tail() - consumer_head() >= capacity(); }
 
+  // A queue that grows (an SRQ, NdkModifySrq) continues in a larger ring: the producer links it here, then
+  // writes only there; the consumer moves on once this ring is empty (consumer_successor). Release: every
+  // publish_tail() to this ring happens before the link.
+  void link_successor(SpscQueue* next) noexcept { successor_.store(next, std::memory_order_release); }
+  [[nodiscard]] SpscQueue* successor() const noexcept { return successor_.load(std::memory_order_acquire); }
+
   // Consumer side. Acquire pairs with publish_tail(): the WQE bytes are visible.
   [[nodiscard]] uint32_t tail() const noexcept { return tail_.load(std::memory_order_acquire); }
   // Release: our reads of the retired slots happen before the producer may reuse them.
@@ -76,6 +82,7 @@ class SpscQueue {
   uint32_t mask_;
   alignas(kCacheLine) std::atomic<uint32_t> tail_{0};
   alignas(kCacheLine) std::atomic<uint32_t> head_{0};
+  std::atomic<SpscQueue*> successor_{nullptr};  // written once by the producer, read by the consumer when empty
 };
 
 using SendQueue = SpscQueue<proto::SendWqe>;

@@ -256,6 +256,51 @@ TEST_F(SharedReceiveQueue, OneQueueFeedsSeveralQpsAndSignalsItsLimit) {
   ASSERT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
 }
 
+// ndkpi.md §9.5: NdkModifySrq with a non-zero depth resizes the SRQ, growing included. The receives posted before
+// the growth are taken first and none is lost; the larger depth is usable at once.
+TEST_F(SharedReceiveQueue, ModifySrqGrowsItWithoutLosingOrReorderingReceives) {
+  PlayerOptions r;
+  r.engine = 1;
+  Player& receiver = player(r);
+  Srq* srq = nullptr;
+  const GroupAffinity engine1 = adapter().UroceEngineAffinity(1);
+  ASSERT_EQ(receiver.pd->NdkCreateSrq(4, 1, 0, nullptr, nullptr, &engine1, nullptr, nullptr, &srq), STATUS_SUCCESS);
+  ASSERT_EQ(receiver.qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(receiver.pd->NdkCreateQpWithSrq(receiver.cq, receiver.cq, srq, &receiver, 64, 1, 0, nullptr, nullptr,
+                                            &receiver.qp),
+            STATUS_SUCCESS);
+  Player& sender = player();
+  connect(sender, receiver);
+  const auto post = [&](uintptr_t i) {
+    const NdkSge s = receiver.sge(256 * i, 256);
+    return srq->NdkSrqReceive(reinterpret_cast<void*>(i), &s, 1);
+  };
+  for (uintptr_t i = 0; i < 4; ++i) ASSERT_EQ(post(i), STATUS_SUCCESS);
+  EXPECT_EQ(post(99), STATUS_INSUFFICIENT_RESOURCES) << "depth 4";
+  ASSERT_EQ(srq->NdkModifySrq(16, 0, nullptr, nullptr), STATUS_SUCCESS);
+  for (uintptr_t i = 4; i < 16; ++i) ASSERT_EQ(post(i), STATUS_SUCCESS) << "receive " << i;
+  EXPECT_EQ(post(99), STATUS_INSUFFICIENT_RESOURCES) << "depth 16";
+  for (uintptr_t m = 0; m < 16; ++m) {
+    sender.fill(0, 200, static_cast<uint8_t>(m));
+    ASSERT_EQ(sender.send(0, 200, m), STATUS_SUCCESS);
+    ASSERT_EQ(sender.result().Status, STATUS_SUCCESS);
+  }
+  const auto received = receiver.results(16);
+  for (uintptr_t i = 0; i < received.size(); ++i) {
+    EXPECT_EQ(received[i].Status, STATUS_SUCCESS);
+    EXPECT_EQ(context_of(received[i]), i) << "in posting order across the growth";
+  }
+  // A second growth while nothing is posted, then the whole new depth.
+  ASSERT_EQ(srq->NdkModifySrq(40, 0, nullptr, nullptr), STATUS_SUCCESS);
+  for (uintptr_t i = 0; i < 40; ++i) ASSERT_EQ(post(100 + i), STATUS_SUCCESS) << "receive " << i;
+  EXPECT_EQ(post(99), STATUS_INSUFFICIENT_RESOURCES) << "depth 40";
+  ASSERT_EQ(sender.send(0, 8, 1000), STATUS_SUCCESS);
+  EXPECT_EQ(context_of(receiver.result()), 100u);
+  ASSERT_EQ(receiver.qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  receiver.qp = nullptr;
+  ASSERT_EQ(srq->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 class CqResize : public ApiTest {};
 
 TEST_F(CqResize, ResizingKeepsEveryEntryInOrder) {
