@@ -66,13 +66,23 @@ std::string telemetry_socket_path(const std::string& file_prefix) {
   return std::string(kRuntimeDirectory) + "/" + file_prefix + "/" + kSocketName;
 }
 
+namespace {
+
+// A process that ended without cleaning up leaves its runtime directory and socket file behind: only a socket
+// that accepts a connection belongs to a running process (a stale one refuses with ECONNREFUSED).
+bool socket_accepts(const std::filesystem::path& path) {
+  std::string error;
+  return TelemetryClient::connect(path.string(), error).has_value();
+}
+
+}  // namespace
+
 std::vector<std::string> find_file_prefixes(const std::string& prefix_start) {
   std::vector<std::string> prefixes;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(kRuntimeDirectory, ec)) {
     const std::string name = entry.path().filename().string();
-    if (name.starts_with(prefix_start) && std::filesystem::exists(entry.path() / kSocketName, ec))
-      prefixes.push_back(name);
+    if (name.starts_with(prefix_start) && socket_accepts(entry.path() / kSocketName)) prefixes.push_back(name);
   }
   std::sort(prefixes.begin(), prefixes.end());
   return prefixes;

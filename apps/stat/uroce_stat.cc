@@ -99,8 +99,8 @@ std::string socket_path(const Options& o) {
   const std::vector<std::string> prefixes = uroce::stat::find_file_prefixes("uroce");
   if (prefixes.empty()) {
     fail(
-        "no uroce process found (no /var/run/dpdk/uroce*/dpdk_telemetry.v2); give --file-prefix if its "
-        "eal.file_prefix does not start with 'uroce'");
+        "no running uroce process found (no /var/run/dpdk/uroce*/dpdk_telemetry.v2 that accepts a connection); "
+        "give --file-prefix if its eal.file_prefix does not start with 'uroce'");
   }
   if (prefixes.size() > 1) {
     std::string list;
