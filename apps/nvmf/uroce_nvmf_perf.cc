@@ -351,7 +351,7 @@ struct QueueState {
 class Workload {
  public:
   Workload(const Options& o, HostController& c, InProcessTarget* target)
-      : o_(o), c_(c), target_(target), blocks_per_io_(o.io_size / c.block_size) {
+      : o_(o), target_(target), blocks_per_io_(o.io_size / c.block_size) {
     const uint64_t span_blocks = o.span_mb != 0 ? std::min(c.blocks, (o.span_mb << 20) / c.block_size) : c.blocks;
     units_ = span_blocks / blocks_per_io_;
     if (o_.verify) {
@@ -566,7 +566,6 @@ class Workload {
   }
 
   const Options& o_;
-  HostController& c_;
   InProcessTarget* target_;
   uint32_t blocks_per_io_;
   uint64_t units_ = 0;
