@@ -211,6 +211,24 @@ bool RawLoop::step() noexcept {
 
 // ------------------------------------------------------------------------------------------------ RawRingPair
 
+void add_ring_link_ports(config::Config& config) {
+  for (const char* name : {"a", "b"}) {
+    const bool is_a = name[0] == 'a';
+    config::PortConfig p;
+    p.name = name;
+    p.device = "ring:ab";
+    p.mac = config::MacAddress{0x02, 0, 0, 0, 0, static_cast<uint8_t>(is_a ? 0x0a : 0x0b)};
+    config::IpAddress ip;
+    ip.bytes[0] = 198;
+    ip.bytes[1] = 18;
+    ip.bytes[3] = is_a ? 1 : 2;
+    ip.prefix_length = 24;
+    p.addresses = {ip};
+    p.mtu = 4200;  // >= 4096 + 80
+    config.ports.push_back(p);
+  }
+}
+
 dataplane::Result<RawRingPair> make_raw_ring_pair(rte_mempool* pool, unsigned ring_size) {
   static unsigned instance = 0;
   const unsigned id = instance++;

@@ -22,6 +22,7 @@
 #include <string>
 #include <utility>
 
+#include "config/config.h"
 #include "dataplane/engine.h"
 #include "dataplane/rc_transport.h"
 #include "dataplane/work_queues.h"
@@ -138,6 +139,10 @@ struct RawRingPair {
   uint16_t b = 0;
 };
 [[nodiscard]] dataplane::Result<RawRingPair> make_raw_ring_pair(rte_mempool* pool, unsigned ring_size = 1024);
+
+// The two ports every in-process benchmark runs uroce over: "a" (02:..:0a, 198.18.0.1/24) and "b" (02:..:0b,
+// 198.18.0.2/24), joined by one net_ring link, MTU 4200 (a PMTU-4096 frame fits), appended to `config.ports`.
+void add_ring_link_ports(config::Config& config);
 
 // Configures and starts an ethdev the EAL already probed (e.g. --vdev=net_memif0,...) with one RX and one TX
 // queue, and waits for its link: the raw baseline of a two-process run, with no Dataplane.

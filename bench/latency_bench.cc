@@ -312,20 +312,7 @@ config::Config make_config(const std::vector<unsigned>& cpus) {
   c.eal.memory_mb = 512;
   c.engine.idle = config::IdlePolicy::kBusyPoll;
   c.engine.max_qps_per_engine = 16;
-  for (const char* name : {"a", "b"}) {
-    config::PortConfig p;
-    p.name = name;
-    p.device = "ring:ab";
-    const bool is_a = name[0] == 'a';
-    p.mac = config::MacAddress{0x02, 0, 0, 0, 0, static_cast<uint8_t>(is_a ? 0x0a : 0x0b)};
-    config::IpAddress ip;
-    ip.bytes[0] = 198;
-    ip.bytes[1] = 18;
-    ip.bytes[3] = is_a ? 1 : 2;
-    ip.prefix_length = 24;
-    p.addresses = {ip};
-    c.ports.push_back(p);
-  }
+  add_ring_link_ports(c);
   return c;
 }
 

@@ -165,16 +165,6 @@ unsigned default_cpu() {
   return last;
 }
 
-config::IpAddress ipv4(uint8_t last) {
-  config::IpAddress ip;
-  ip.bytes[0] = 198;
-  ip.bytes[1] = 18;
-  ip.bytes[2] = 0;
-  ip.bytes[3] = last;
-  ip.prefix_length = 24;
-  return ip;
-}
-
 config::Config make_config(unsigned cpu, bool under_valgrind) {
   config::Config c;
   c.eal.lcores = {cpu};  // ONE engine: both QPs, both ports, the load and the baseline share its core
@@ -187,16 +177,7 @@ config::Config make_config(unsigned cpu, bool under_valgrind) {
   c.engine.mbuf_cache = 256;
   c.engine.mbuf_data_room = RTE_PKTMBUF_HEADROOM + 4096 + 256;  // a 4170-byte PMTU-4096 frame fits
   c.engine.max_qps_per_engine = 64;
-  for (const char* name : {"a", "b"}) {
-    config::PortConfig p;
-    p.name = name;
-    p.device = "ring:ab";
-    const bool is_a = name[0] == 'a';
-    p.mac = config::MacAddress{0x02, 0, 0, 0, 0, static_cast<uint8_t>(is_a ? 0x0a : 0x0b)};
-    p.addresses = {ipv4(is_a ? 1 : 2)};
-    p.mtu = 4200;  // >= 4096 + 80
-    c.ports.push_back(p);
-  }
+  add_ring_link_ports(c);
   return c;
 }
 

@@ -4,21 +4,11 @@
 // accumulators 2048 bits apart, then one 512 bits at a time), with a store beside each load; what is left
 // after the last whole 64-byte block goes 16 bytes at a time in 128-bit registers.
 
-// GCC 12's AVX-512 intrinsics trip -Wuninitialized inside the header (GCC bug 105593; see crc32_vpclmul.cc).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "proto/avx512_intrinsics.h"
 #include "proto/crc32_copy_internal.h"
 #include "proto/crc32_internal.h"
 

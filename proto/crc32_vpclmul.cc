@@ -8,23 +8,10 @@
 // 128-bit block in one parallel step, finished (partial block, reduction) by the shared
 // 128-bit code (crc32_internal.h).
 
-// GCC 12 (seen with 12.2 here) reports its own AVX-512 intrinsics as reading an
-// uninitialised variable (the "don't care" merge source, GCC bug 105593) wherever they are
-// inlined. Silence that for the header only; diagnostics in this file's own code are
-// unaffected.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
 #include <cstddef>
 #include <cstdint>
 
+#include "proto/avx512_intrinsics.h"
 #include "proto/crc32_internal.h"
 
 namespace uroce::proto::crc32_internal {
