@@ -77,6 +77,8 @@ std::size_t GsiChannel::receive(std::span<GsiDatagram> out) noexcept {
                                         nullptr);
 }
 
+bool GsiChannel::pending() const noexcept { return !rte_ring_empty(up_); }
+
 void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& p, PortIndex port,
                            rte_mbuf* mbuf) {
   auto& g = *static_cast<GsiChannel*>(self);
@@ -112,6 +114,9 @@ void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPa
 
 bool GsiChannel::poll(void* self, EngineContext& ctx) {
   auto& g = *static_cast<GsiChannel*>(self);
+  // Every engine loop iteration comes here: look before constructing the batch, whose datagrams are
+  // value-initialised (~5 KB cleared per call, 7% of a busy engine's time on a 64 B WRITE stream).
+  if (rte_ring_empty(g.down_)) return false;
   std::array<GsiDatagram, kSendsPerPoll> batch;
   const unsigned n = rte_ring_sc_dequeue_burst_elem(g.down_, batch.data(), sizeof(GsiDatagram), kSendsPerPoll, nullptr);
   for (unsigned i = 0; i < n; ++i) g.transmit(ctx, batch[i]);

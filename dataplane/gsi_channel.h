@@ -56,6 +56,8 @@ class GsiChannel {
   [[nodiscard]] bool send(const GsiDatagram& datagram) noexcept;
   // Control side, one thread. Takes up to out.size() received MADs; returns how many.
   [[nodiscard]] std::size_t receive(std::span<GsiDatagram> out) noexcept;
+  // Control side: whether receive() would return anything (a cheap look at the ring, no copy).
+  [[nodiscard]] bool pending() const noexcept;
 
   [[nodiscard]] const GsiCounters& counters() const noexcept { return counters_; }
   // The counters as (name, value), for telemetry and tests.
