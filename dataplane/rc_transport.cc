@@ -80,8 +80,9 @@ bool RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
   if (completions_failed()) [[unlikely]]
     stop_after_overrun();
-  // Acquire pairs with request_flush(): a flush asked for before the doorbell is seen here.
-  if (flush_requested_.exchange(false, std::memory_order_acquire)) {
+  // Acquire pairs with request_flush(): a flush asked for before the doorbell is seen here. A load first: the
+  // exchange would take the line exclusive on every poll.
+  if (flush_requested_.load(std::memory_order_relaxed) && flush_requested_.exchange(false, std::memory_order_acquire)) {
     if (qp_.state() == proto::QpState::kReset) {
       flushed_before_connect_ = true;  // receives may be posted before connect (ndkpi.md §11)
     } else {
@@ -360,11 +361,9 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
   auto& et = *static_cast<EngineTransport*>(self);
   RcQueuePair* rung[kMaxRingBurst];
   const unsigned n = ring_sc_dequeue_burst(et.doorbells_, rung, kMaxRingBurst);
-  for (unsigned i = 0; i < n; ++i) {
-    RcQueuePair* qp = rung[i];
-    qp->release_doorbell();  // before reading the SQ tail in poll(): a later post rings again
-    et.activate(*qp);
-  }
+  // A rung QP stays claimed while it is active: its posts find the flag set and skip the ring, and this loop
+  // reads its SQ tail on every poll anyway (acquire, pairing with the poster's publish_tail()).
+  for (unsigned i = 0; i < n; ++i) et.activate(*rung[i]);
   bool worked = n != 0;
   // Idle QPs sync their counters as they leave the active list; busy ones every millisecond or so, so that
   // telemetry also moves while a QP always has work (a request outstanding, a peer that never answers).
@@ -377,6 +376,15 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
       worked = true;
       ++i;
     } else {
+      // Idle: clear the doorbell, then look once more. The poster publishes its tail, then claims; we clear,
+      // then read the tail; both flag accesses are RMWs (release_doorbell), so either its claim finds the flag
+      // clear and rings again, or this poll sees what it posted.
+      qp->release_doorbell();
+      if (qp->poll(ctx)) {
+        worked = true;
+        ++i;
+        continue;
+      }
       qp->sync_counters(ctx.counters().transport);  // exact whenever the QP is idle
       qp->active = false;
       et.active_[i] = et.active_.back();

@@ -93,7 +93,9 @@ class RcQueuePair final : public proto::RcEnv {
   bool poll(EngineContext& ctx) noexcept;
   void publish_send_queue_head() noexcept;
 
-  // Doorbell de-duplication: true if the caller must enqueue the QP (the flag was clear).
+  // Doorbell de-duplication: true if the caller must enqueue the QP (the flag was clear). The flag stays set
+  // from the first post that finds it clear until the engine finds the QP idle, so a stream of posts to a busy
+  // QP rings once (EngineTransport::poll).
   bool claim_doorbell() noexcept { return !doorbell_pending_.exchange(true, std::memory_order_acq_rel); }
   // An RMW, not a store: it reads the flag the last ringer set (acquire), so that
   // ringer's SQ tail is visible to the poll that follows.
@@ -163,14 +165,19 @@ class RcQueuePair final : public proto::RcEnv {
   MemoryTable::ResolveCache local_keys_;
   MemoryTable::ResolveCache remote_keys_;
   uint32_t published_sq_head_ = 0;
-  proto::RcCounters synced_{};           // what sync_counters() last added to the engine's counters
-  std::optional<RcPeer> peer_;           // set by connect(), before the engine sees the QP connected
-  bool flushed_before_connect_ = false;  // engine only
-  std::atomic<bool> doorbell_pending_{false};
-  std::atomic<bool> flush_requested_{false};
+  proto::RcCounters synced_{};                  // what sync_counters() last added to the engine's counters
+  std::optional<RcPeer> peer_;                  // set by connect(), before the engine sees the QP connected
+  bool flushed_before_connect_ = false;         // engine only
   std::atomic<bool> peer_request_seen_{false};  // written by the engine once; a hint, so relaxed
-  std::atomic<uint8_t> failed_{0};              // see failed_after_receive_post()
   std::atomic<uint64_t> zero_copy_packets_{0};  // one writer (the engine): relaxed load and store, no RMW
+  // What posting threads write, each on its own line: the poster's RMW of one must not evict the line of a
+  // field the engine reads on every poll (false sharing cost a cross-core miss per post and per poll).
+  // doorbell_pending_: claimed (RMW) by every post, cleared by the engine only when the QP goes idle.
+  alignas(kCacheLine) std::atomic<bool> doorbell_pending_{false};
+  // flush_requested_: read by every poll, written only by NdkFlush.
+  alignas(kCacheLine) std::atomic<bool> flush_requested_{false};
+  // failed_: RMW by every receive post (see failed_after_receive_post()).
+  alignas(kCacheLine) std::atomic<uint8_t> failed_{0};
 };
 
 class EngineTransport {
