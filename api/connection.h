@@ -41,6 +41,7 @@ class SharedEndpointImpl;
 class ConnectionManager final : public proto::CmEnv {
  public:
   [[nodiscard]] static std::unique_ptr<ConnectionManager> start(AdapterImpl& adapter, std::string& error);
+  static constexpr const char* kThreadName = "uroce-cm";  // its thread's name (pthread_setname_np)
   ~ConnectionManager();  // stops the thread; every connector has gone by then (adapter close)
   ConnectionManager(const ConnectionManager&) = delete;
   ConnectionManager& operator=(const ConnectionManager&) = delete;

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <future>
 
+#include <pthread.h>
+
 #include "api/connection.h"
 #include "dataplane/telemetry.h"
 
@@ -45,6 +47,7 @@ std::unique_ptr<ConnectionManager> ConnectionManager::start(AdapterImpl& adapter
   params.local_ca_guid = adapter.dataplane().port_count() > 0 ? ca_guid_of(adapter.dataplane().port(0).mac) : 0;
   cm->agent_ = std::make_unique<proto::CmAgent>(params, cm.get());
   cm->thread_ = std::thread([m = cm.get()] { m->run(); });
+  (void)pthread_setname_np(cm->thread_.native_handle(), kThreadName);  // what top -H and the tests see
   dataplane::publish_cm_counters(cm.get(), [m = cm.get()] { return m->counter_values(); });
   return cm;
 }

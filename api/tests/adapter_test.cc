@@ -2,11 +2,20 @@
 // parameter returns a status, never crashes, and never leaves a completion behind.
 #include <array>
 #include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <map>
+#include <optional>
+#include <sstream>
+#include <string>
 #include <string_view>
+#include <thread>
+#include <vector>
 
 #include <rte_telemetry.h>
+#include <unistd.h>
 
 #include "api/connection.h"
 #include "api/tests/api_players.h"
@@ -45,6 +54,39 @@ TEST(AdapterOpen, RefusesAConfigurationWithoutEngines) {
 }
 
 class AdapterTest : public ApiTest {};
+
+// CPU time (user + system, in clock ticks) of this process's threads named `name` (/proc/self/task/*/comm).
+std::optional<uint64_t> thread_cpu_ticks(std::string_view name) {
+  std::optional<uint64_t> ticks;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    // After the ")" that ends the command: state is field 3, utime and stime are fields 14 and 15.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (f.size() < 13) continue;
+    ticks = ticks.value_or(0) + std::stoull(f[11]) + std::stoull(f[12]);
+  }
+  return ticks;
+}
+
+// An idle adapter's connection manager sleeps between its timer checks. It once spun (a negative wait when no CM
+// timer was set) and took half of the application's CPU on a 2-core machine. A sleeping thread uses next to no
+// CPU whatever the machine's speed; a spinning one gets a large share even next to a CPU hog.
+TEST_F(AdapterTest, TheConnectionManagerThreadSleepsWhenIdle) {
+  const std::optional<uint64_t> before = thread_cpu_ticks(detail::ConnectionManager::kThreadName);
+  ASSERT_TRUE(before.has_value()) << "no thread named " << detail::ConnectionManager::kThreadName;
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const double wall_ticks =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * sysconf(_SC_CLK_TCK);
+  const uint64_t used = thread_cpu_ticks(detail::ConnectionManager::kThreadName).value_or(0) - *before;
+  EXPECT_LT(static_cast<double>(used), 0.1 * wall_ticks) << used << " ticks of CPU in " << wall_ticks << " ticks";
+}
 
 // The connection manager's counters (also /uroce/cm in DPDK telemetry) count what really crossed the GSI QP: a
 // REQ to a port nobody listens on, and the REJ that answers it.
