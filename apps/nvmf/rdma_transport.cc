@@ -30,6 +30,9 @@ void* context_of(Work work, uint32_t index) {
 Work work_of(void* context) { return static_cast<Work>(reinterpret_cast<uintptr_t>(context) >> 32); }
 uint32_t index_of(void* context) { return static_cast<uint32_t>(reinterpret_cast<uintptr_t>(context)); }
 
+// How long a closing queue waits for the host's DREP (the CM retries its DREQ meanwhile).
+constexpr auto kDisconnectTimeout = std::chrono::seconds(2);
+
 constexpr NvmeStatus kDataTransferError = 0x4004;  // generic status 0x04, DNR: the RDMA READ of its data failed
 
 CommandResult failed_with(NvmeStatus status) {
@@ -80,6 +83,14 @@ class RdmaQueue {
   }
   // No backend holds one of its data buffers: it may close.
   [[nodiscard]] bool drained() const { return queue_->in_flight() == 0; }
+  // Closing without blocking the poller: begin_close() sends the DREQ (or ends a connection the host already
+  // ended) and returns at once; the queue may be destroyed once close_settled() says the DREP came or
+  // kDisconnectTimeout passed. Other connections are served meanwhile: a host that went silent (keep-alive
+  // expiry) never answers the DREQ, and its reconnect must not wait behind it.
+  void begin_close(Clock::time_point now);
+  [[nodiscard]] bool close_settled(Clock::time_point now) const {
+    return disconnected_.done.load(std::memory_order_acquire) || now >= close_deadline_;
+  }
 
  private:
   struct Slot {
@@ -122,6 +133,9 @@ class RdmaQueue {
   uint32_t reads_outstanding_ = 0;
   uint32_t read_limit_ = 1;
   apps::Request accepted_;
+  apps::Request disconnected_;
+  bool closing_ = false;
+  Clock::time_point close_deadline_{};
   std::atomic<bool> peer_gone_{false};
   bool failed_ = false;
 };
@@ -184,9 +198,20 @@ std::string RdmaQueue::open(uint16_t engine) {
   return {};
 }
 
-RdmaQueue::~RdmaQueue() {
+void RdmaQueue::begin_close(Clock::time_point now) {
+  if (closing_) return;
+  closing_ = true;
+  close_deadline_ = now + kDisconnectTimeout;
   // A connection the host already ended disconnects at once; else a DREQ, answered or timed out by the CM.
-  (void)apps::disconnect_and_close(connector_, std::chrono::seconds(2));
+  if (connector_ == nullptr) return apps::Request::complete(&disconnected_, STATUS_SUCCESS);
+  const NTSTATUS s = connector_->NdkDisconnect(&apps::Request::complete, &disconnected_);
+  if (s != STATUS_PENDING) apps::Request::complete(&disconnected_, s);
+}
+
+RdmaQueue::~RdmaQueue() {
+  begin_close(Clock::now());  // a queue destroyed without begin_close() still sends its DREQ
+  // Closing the connector cancels a disconnect still waiting for its DREP; no callback runs after it returns.
+  if (connector_ != nullptr) connector_->NdkCloseConnector(nullptr, nullptr);
   apps::close_connection_resources(qp_, mr_, pd_, send_cq_, recv_cq_);
   queue_.reset();  // the admin queue's controller goes with it
 }
@@ -366,7 +391,17 @@ RdmaTransport::~RdmaTransport() {
     if (target_.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
     for (auto& q : queues_) (void)q->poll(counters_);
   }
-  queues_.clear();  // every connection ends before the listeners that handed them out
+  // Every queue's DREQ goes out at once, and the hosts answer in parallel: one wait of kDisconnectTimeout at
+  // most, however many hosts went silent.
+  for (auto& q : queues_) {
+    q->begin_close(Clock::now());
+    closing_.push_back(std::move(q));
+  }
+  queues_.clear();
+  while (!closing_.empty()) {  // ends: a queue's close settles by its deadline at the latest
+    if (reap_closed(Clock::now()) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  // every connection ends before the listeners that handed them out
   listeners_.clear();
 }
 
@@ -410,19 +445,34 @@ bool RdmaTransport::poll() {
   for (auto& q : queues_) busy |= q->poll(counters_);
   // I/O queues before their admin queue: the admin queue's end destroys the controller. A queue whose commands a
   // backend still runs stays (and is polled) until they finish: their data buffers are its own.
+  const auto now = Clock::now();
   const auto gone = std::stable_partition(queues_.begin(), queues_.end(),
                                           [](const auto& q) { return !(q->finished() && q->drained()); });
   if (gone != queues_.end()) {
-    counters_.queues_closed += static_cast<uint64_t>(queues_.end() - gone);
+    for (auto it = gone; it != queues_.end(); ++it) {
+      (*it)->begin_close(now);
+      closing_.push_back(std::move(*it));
+    }
     queues_.erase(gone, queues_.end());
     busy = true;
   }
-  const auto now = Clock::now();
+  busy |= reap_closed(now) != 0;
   if (now - last_tick_ > std::chrono::milliseconds(100)) {
     target_.tick(now_ms());
     last_tick_ = now;
   }
   return busy;
+}
+
+std::size_t RdmaTransport::reap_closed(Clock::time_point now) {
+  // In the order they began closing, which keeps a controller's I/O queues ahead of its admin queue; the
+  // controller is freed with whichever of its queues closes last (NvmfTarget::detach), so any order is safe.
+  const auto settled =
+      std::stable_partition(closing_.begin(), closing_.end(), [now](const auto& q) { return !q->close_settled(now); });
+  const auto n = static_cast<std::size_t>(closing_.end() - settled);
+  counters_.queues_closed += n;
+  closing_.erase(settled, closing_.end());
+  return n;
 }
 
 }  // namespace uroce::nvmf

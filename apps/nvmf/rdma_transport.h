@@ -78,15 +78,19 @@ class RdmaTransport {
 
   [[nodiscard]] const TransportCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] std::size_t queue_count() const noexcept { return queues_.size(); }
+  [[nodiscard]] std::size_t closing_queue_count() const noexcept { return closing_.size(); }
 
  private:
   RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target);
   void accept(ndk::Connector* connector);
+  // Destroys the closing queues whose disconnect settled; returns how many.
+  std::size_t reap_closed(std::chrono::steady_clock::time_point now);
 
   ndk::Adapter& adapter_;
   NvmfTarget& target_;
   std::vector<std::unique_ptr<apps::CmListener>> listeners_;
   std::vector<std::unique_ptr<RdmaQueue>> queues_;
+  std::vector<std::unique_ptr<RdmaQueue>> closing_;  // disconnecting: no longer polled, destroyed once settled
   TransportCounters counters_;
   std::chrono::steady_clock::time_point last_tick_{};
   uint16_t next_engine_ = 0;
