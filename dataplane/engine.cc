@@ -96,7 +96,14 @@ EngineContext::~EngineContext() = default;
 // ---------------------------------------------------------------------------------------------------------
 // The loop
 
+namespace {
+thread_local const EngineContext* t_running_here = nullptr;  // set for the duration of run()
+}  // namespace
+
+const EngineContext* EngineContext::running_here() noexcept { return t_running_here; }
+
 void EngineContext::run() noexcept {
+  t_running_here = this;
   // Sleeps in the backoff policy should be ~30 us, not the default 50 us timer slack on top.
   if (!busy_poll_) (void)prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
   bool previous_found_work = false;
@@ -124,6 +131,7 @@ void EngineContext::run() noexcept {
   }
   (void)flush_all_tx();
   release_held_mbufs();
+  t_running_here = nullptr;
 }
 
 uint32_t EngineContext::run_commands() noexcept {
@@ -324,7 +332,18 @@ rte_mbuf* EngineContext::alloc_mbuf() noexcept {
     counters_.mbuf_alloc_failures.add();
     return nullptr;
   }
-  return mbuf_stash_[--mbuf_stash_count_];
+  rte_mbuf* const m = mbuf_stash_[--mbuf_stash_count_];
+  // The frame the next call returns, prefetched for writing: mbufs circulate between engines (the receiver frees
+  // what the sender allocated), so its data lines are usually in another core's cache, and a packet built into
+  // them would wait for each line in turn. Three lines cover a 64 B WRITE's frame; its header was reset locally
+  // when the stash was filled. (uroce_bench_latency, two engines: half round trip 1.95 -> 1.67 us.)
+  if (mbuf_stash_count_ != 0) {
+    const auto* next = rte_pktmbuf_mtod(mbuf_stash_[mbuf_stash_count_ - 1], const char*);
+    __builtin_prefetch(next, 1);
+    __builtin_prefetch(next + RTE_CACHE_LINE_SIZE, 1);
+    __builtin_prefetch(next + 2 * RTE_CACHE_LINE_SIZE, 1);
+  }
+  return m;
 }
 
 bool EngineContext::refill_mbuf_stash() noexcept {
@@ -572,7 +591,15 @@ Status Engine::add_poller(Poller poller) {
   bool full = false;
   Status s = call([&](EngineContext& ctx) {
     full = ctx.poller_count_ == kMaxPollers;
-    if (!full) ctx.pollers_[ctx.poller_count_++] = poller;
+    if (full) return;
+    // In order of registration, except that a poller without after_others goes ahead of those with it.
+    std::size_t at = ctx.poller_count_;
+    while (!poller.after_others && at > 0 && ctx.pollers_[at - 1].after_others) {
+      ctx.pollers_[at] = ctx.pollers_[at - 1];
+      --at;
+    }
+    ctx.pollers_[at] = poller;
+    ++ctx.poller_count_;
   });
   if (!s.ok()) return s;
   if (full)
@@ -585,7 +612,11 @@ Status Engine::remove_poller(void* self) {
   Status s = call([&](EngineContext& ctx) {
     for (std::size_t i = 0; i < ctx.poller_count_; ++i) {
       if (ctx.pollers_[i].self != self) continue;
-      ctx.pollers_[i] = ctx.pollers_[--ctx.poller_count_];
+      // Shifted, not swapped with the last: the order is kept (Poller::after_others).
+      std::copy(ctx.pollers_.begin() + static_cast<std::ptrdiff_t>(i + 1),
+                ctx.pollers_.begin() + static_cast<std::ptrdiff_t>(ctx.poller_count_),
+                ctx.pollers_.begin() + static_cast<std::ptrdiff_t>(i));
+      --ctx.poller_count_;
       found = true;
       return;
     }

@@ -73,6 +73,9 @@ struct Poller {
   using PollFunction = bool (*)(void* self, EngineContext& ctx);
   PollFunction poll = nullptr;
   void* self = nullptr;
+  // Runs after every poller without the flag (the RC transport's): what another poller posts on this engine
+  // then leaves in the same loop iteration.
+  bool after_others = false;
 };
 
 using EngineTimer = Timer<EngineContext>;
@@ -105,6 +108,8 @@ class EngineContext {
   ~EngineContext();
 
   [[nodiscard]] EngineId id() const noexcept { return id_; }
+  // The context whose loop runs on the calling thread; nullptr on any thread that is not an engine's.
+  [[nodiscard]] static const EngineContext* running_here() noexcept;
   [[nodiscard]] EngineId engine_count() const noexcept { return engine_count_; }
   [[nodiscard]] uint64_t now() const noexcept { return now_; }  // TSC at the start of this loop iteration
   [[nodiscard]] uint64_t tsc_hz() const noexcept { return tsc_hz_; }

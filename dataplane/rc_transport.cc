@@ -414,7 +414,8 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
     if (e == 0) space.in_use[1] = true;  // QPN 1 is the GSI QP (connection management)
     space.next_generation.resize(max_qps);
     for (uint32_t& g : space.next_generation) g = static_cast<uint32_t>(t->random_() % generations);
-    const Status s = dataplane.engine(e).add_poller(Poller{&EngineTransport::poll, t->engines_.back().get()});
+    const Status s = dataplane.engine(e).add_poller(
+        Poller{.poll = &EngineTransport::poll, .self = t->engines_.back().get(), .after_others = true});
     if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());
   }
   RcTransport* transport = t.get();
@@ -664,7 +665,16 @@ void RcTransport::release_memory_slot(uint32_t token) {
 }
 
 void RcTransport::ring_doorbell(RcQueuePair& qp) noexcept {
-  if (qp.claim_doorbell() && !engines_[engine_of(qp.qpn())]->enqueue_doorbell(qp)) qp.release_doorbell();
+  const EngineId owner = engine_of(qp.qpn());
+  EngineTransport& engine = *engines_[owner];
+  // A poster on the QP's own engine (an engine poller, or a command) puts it on the active list itself: no ring,
+  // and since the transport's poller runs after the other pollers (Poller::after_others), the WQE leaves in this
+  // loop iteration. Nothing on the engine rings from inside EngineTransport::poll, whose loop walks that list.
+  if (const EngineContext* here = EngineContext::running_here(); here != nullptr && here->id() == owner) {
+    engine.activate(qp);
+    return;
+  }
+  if (qp.claim_doorbell() && !engine.enqueue_doorbell(qp)) qp.release_doorbell();
 }
 
 void RcTransport::flush(RcQueuePair& qp) noexcept {

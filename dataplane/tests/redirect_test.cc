@@ -2,6 +2,9 @@
 // would), and packets for engine 1's QPs reach engine 1 through its redirect ring.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <string>
+
 #include <rte_lcore.h>
 
 #include "dataplane/eal.h"
@@ -70,6 +73,61 @@ TEST_F(RedirectTest, GsiBelongsToEngineZeroAndUnknownQpsAreCounted) {
   run_generator(dp.engine(0), traffic);
   EXPECT_TRUE(eventually([&] { return counter(0, "rx_unknown_qp") == 2 && counter(1, "rx_unknown_qp") == 1; }));
   EXPECT_EQ(gsi.count(), 1u);
+}
+
+// Pollers run in the order they were added, except that those with after_others (the RC transport's) run after
+// every other one, however pollers come and go; EngineContext::running_here() names the engine inside them.
+TEST_F(RedirectTest, PollersRunInOrderWithAfterOthersLast) {
+  Dataplane& dp = start(loopback_config());
+  struct Recorder {
+    char name;
+    std::string* order;
+    std::atomic<bool>* recording;
+    std::atomic<bool> on_its_engine{true};
+    static bool poll(void* self, EngineContext& ctx) {
+      auto& r = *static_cast<Recorder*>(self);
+      if (EngineContext::running_here() != &ctx) r.on_its_engine = false;
+      if (r.recording->load()) r.order->push_back(r.name);
+      return false;
+    }
+  };
+  std::string order;  // written only on engine 0, read after the recording stops (Engine::call orders both)
+  std::atomic<bool> recording{false};
+  Recorder a{'a', &order, &recording}, last{'z', &order, &recording}, b{'b', &order, &recording},
+      c{'c', &order, &recording};
+  Engine& engine = dp.engine(0);
+  ASSERT_TRUE(engine.add_poller(Poller{&Recorder::poll, &a}).ok());
+  ASSERT_TRUE(engine.add_poller(Poller{.poll = &Recorder::poll, .self = &last, .after_others = true}).ok());
+  ASSERT_TRUE(engine.add_poller(Poller{&Recorder::poll, &b}).ok());
+  ASSERT_TRUE(engine.add_poller(Poller{&Recorder::poll, &c}).ok());
+  ASSERT_TRUE(engine.remove_poller(&a).ok());  // from the front: the others keep their order
+  auto run_iterations = [&] {
+    ASSERT_TRUE(engine
+                    .call([&](EngineContext&) {
+                      order.clear();
+                      recording = true;
+                    })
+                    .ok());
+    ASSERT_TRUE(engine.call([&](EngineContext&) { recording = false; }).ok());
+  };
+  // Whole loop iterations ran between the two commands (commands run at the start of an iteration), each
+  // calling the pollers once in the same order.
+  auto each_iteration_ran = [&](const std::string& pattern) {
+    if (order.empty() || order.size() % pattern.size() != 0) return false;
+    for (std::size_t i = 0; i < order.size(); i += pattern.size())
+      if (order.compare(i, pattern.size(), pattern) != 0) return false;
+    return true;
+  };
+  run_iterations();
+  EXPECT_TRUE(each_iteration_ran("bcz")) << order;
+  ASSERT_TRUE(engine.add_poller(Poller{&Recorder::poll, &a}).ok());
+  run_iterations();
+  EXPECT_TRUE(each_iteration_ran("bcaz")) << order;
+  for (Recorder* r : {&b, &c, &a, &last}) {
+    EXPECT_TRUE(r->on_its_engine) << r->name;
+    ASSERT_TRUE(engine.remove_poller(r).ok());
+  }
+  EXPECT_EQ(EngineContext::running_here(), nullptr) << "the test's thread is no engine";
 }
 
 TEST_F(RedirectTest, RegistrationIsCheckedOnTheControlPath) {
