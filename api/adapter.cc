@@ -123,10 +123,10 @@ NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, Ada
   i.MaxCallerData = static_cast<uint32_t>(proto::kRdmaCmReqPrivateDataMax);
   i.MaxCalleeData = static_cast<uint32_t>(proto::kRdmaCmRejPrivateDataMax);
   // In order: the responder places a message's packets in PSN order. RoCE needs no read-sink rights
-  // (ndkpi.md §11). Resize is supported; interrupt moderation, READ with local invalidate and loopback to
+  // (ndkpi.md §11). Resize and interrupt moderation are supported; READ with local invalidate and loopback to
   // our own address are not.
   i.AdapterFlags = NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED | NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
-                   NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED |
+                   NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED | NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED |
                    (a->dataplane_->engine_count() > 1 ? NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED : 0u);
   i.RdmaTechnology = NdkRoCEv2;
   *adapter = a.release();

@@ -69,6 +69,17 @@ class CompletionSlices {
     return total;
   }
 
+  // The same from any thread, with published consumer indices (CompletionQueue::unconsumed). The caller keeps
+  // resize out (CqImpl's attach mutex): it replaces the rings.
+  [[nodiscard]] uint32_t unconsumed() const noexcept {
+    uint32_t total = 0;
+    for (unsigned s = 0; s < slice_count(); ++s) {
+      for (const auto& old : draining_[s]) total += old->unconsumed();
+      total += rings_[s]->unconsumed();
+    }
+    return total;
+  }
+
   // NdkArmCq: merge the arm, then fire at once if something already queued satisfies it (ndkpi.md §10.2:
   // required when it arrived after the previous notification, permitted otherwise; we do both).
   void arm(dataplane::ArmLevel level) noexcept {

@@ -60,7 +60,8 @@ CqImpl::CqImpl(AdapterImpl& adapter, uint32_t depth, dataplane::EngineId home, C
               static_cast<Notifiable*>(this)),
       home_(home),
       callback_(callback),
-      callback_context_(callback_context) {}
+      callback_context_(callback_context),
+      depth_(depth) {}
 
 CqImpl::~CqImpl() { adapter_.release_notifiable(); }
 
@@ -131,8 +132,33 @@ void CqImpl::deliver_notification() noexcept {
   callback_(callback_context_, overrun ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS);
 }
 
-NTSTATUS CqImpl::NdkControlCqInterruptModeration(uint32_t, uint32_t) {
-  return STATUS_NOT_SUPPORTED;  // NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED is not advertised
+// ndkpi.md §9.2. ModerationInterval (us) 0 or ModerationCount 0 or 1: off. Interval MAXULONG: no timer, the count
+// alone; count MAXULONG or above the CQ's depth: the interval alone; both unlimited is no moderation at all
+// (STATUS_INVALID_PARAMETER_MIX). A notification (one per arm, as always) then waits until that many completions
+// are queued or the interval has passed since it was raised; the notifier applies the newest setting.
+NTSTATUS CqImpl::NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) {
+  constexpr uint32_t kUnlimited = UINT32_MAX;
+  if (interval_us == kUnlimited && (count == kUnlimited || count > depth_.load(std::memory_order_relaxed)))
+    return STATUS_INVALID_PARAMETER_MIX;
+  const bool off = interval_us == 0 || count <= 1;
+  moderation_count_.store(off ? 0 : count, std::memory_order_relaxed);
+  moderation_interval_ns_.store(off                         ? 0
+                                : interval_us == kUnlimited ? kNoLimit
+                                                            : uint64_t{interval_us} * 1000,
+                                std::memory_order_relaxed);
+  return STATUS_SUCCESS;
+}
+
+bool CqImpl::notification_due(uint64_t since_ns, uint64_t now_ns) noexcept {
+  const uint64_t interval = moderation_interval_ns_.load(std::memory_order_relaxed);
+  if (interval == 0 || closing() || slices_.failed()) return true;  // never hold back a close or an overrun
+  if (interval != kNoLimit && now_ns - since_ns >= interval) return true;
+  const uint32_t count = moderation_count_.load(std::memory_order_relaxed);
+  const bool count_applies = count != UINT32_MAX && count <= depth_.load(std::memory_order_relaxed);
+  if (!count_applies) return interval == kNoLimit;  // a resize left no limit at all: deliver
+  // Resize replaces the rings under this mutex; when it is busy, look again on the notifier's next loop.
+  std::unique_lock lock(attach_mutex_, std::try_to_lock);
+  return lock.owns_lock() && slices_.unconsumed() >= count;
 }
 
 // Never loses entries and never quiesces the engines (ND v2 guidance, ndkpi.md §9.2): every slice gets a new
@@ -152,6 +178,7 @@ NTSTATUS CqImpl::NdkResizeCq(uint32_t cq_depth, RequestCompletion, void*) {
     switched &= adapter_.transport().retarget_completions(*qp->transport_qp(), &slices_.ring(e), rings[e].get()).ok();
   }
   slices_.adopt_rings(std::move(rings));
+  depth_.store(cq_depth, std::memory_order_relaxed);
   return switched ? STATUS_SUCCESS : STATUS_INTERNAL_ERROR;
 }
 

@@ -152,7 +152,7 @@ class Cq : public ObjectHeader {
   // Dequeues up to `count` results. After a CQ overrun, one result with STATUS_BUFFER_OVERFLOW follows the
   // entries that made it, and the CQ reports nothing further.
   virtual uint32_t NdkGetCqResults(NdkResult* results, uint32_t count) = 0;
-  virtual NTSTATUS NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) = 0;  // NOT_SUPPORTED
+  virtual NTSTATUS NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) = 0;  // api/README.md
   virtual uint32_t NdkGetCqResultsEx(NdkResultEx* results, uint32_t count) = 0;
 
  protected:

@@ -30,6 +30,7 @@ Notifier::Notifier(uint32_t max_targets, int concurrency)
           std::max<std::size_t>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism),
                                 static_cast<std::size_t>(concurrency) + 1)),
       arena_(concurrency, 0),
+      queue_capacity_(next_pow2(max_targets)),
       thread_([this] { thread_main(); }) {
   (void)pthread_setname_np(thread_.native_handle(), "uroce-notify");  // what top -H shows
 }
@@ -86,21 +87,50 @@ void Notifier::deliver_all(Notifiable* target) noexcept {
 }
 
 void Notifier::thread_main() {
+  held_.reserve(queue_capacity_);  // here, not in the constructor: this thread already runs there
+  const auto now_ns = [] {
+    return static_cast<uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count());
+  };
   unsigned idle = 0;
   while (!stopping_.load(std::memory_order_acquire)) {
-    const auto target = queue_.pop();
-    if (!target) {
-      if (++idle < kSpins) continue;
-      if (idle < kSpins + kYields) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(kIdleSleep);
+    bool worked = false;
+    // Held by interrupt moderation: released once due (enough completions queued, or the interval passed).
+    if (!held_.empty()) {
+      const uint64_t now = now_ns();
+      for (std::size_t i = 0; i < held_.size();) {
+        if (!held_[i].target->notification_due(held_[i].since_ns, now)) {
+          ++i;
+          continue;
+        }
+        Notifiable* n = held_[i].target;
+        held_[i] = held_.back();
+        held_.pop_back();
+        submit([this, n] { deliver_all(n); });
+        worked = true;
       }
+    }
+    if (const auto target = queue_.pop()) {
+      Notifiable* n = *target;
+      if (const uint64_t now = now_ns(); !n->notification_due(now, now)) {
+        held_.push_back({n, now});
+      } else {
+        submit([this, n] { deliver_all(n); });
+      }
+      worked = true;
+    }
+    if (worked) {
+      idle = 0;
       continue;
     }
-    idle = 0;
-    Notifiable* n = *target;
-    submit([this, n] { deliver_all(n); });
+    // Idle. With notifications held, never the long sleep: a moderation interval is checked every kIdleSleep.
+    if (++idle < kSpins) continue;
+    if (idle < kSpins + kYields) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kIdleSleep);
+    }
   }
 }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include <tbb/global_control.h>
 #include <tbb/task_arena.h>
@@ -37,6 +38,14 @@ class Notifiable {
   virtual void deliver_notification() noexcept = 0;
   virtual void retain_for_delivery() noexcept = 0;
   virtual void release_after_delivery() noexcept = 0;
+  // Interrupt moderation (NdkControlCqInterruptModeration): may a notification that reached the notifier at
+  // `since_ns` be delivered at `now_ns` (steady clock)? Called on the notifier thread only; a held notification
+  // is asked again on every notifier loop until it is due.
+  [[nodiscard]] virtual bool notification_due(uint64_t since_ns, uint64_t now_ns) noexcept {
+    (void)since_ns;
+    (void)now_ns;
+    return true;
+  }
 
   std::atomic<uint32_t> notifications_owed{0};
 
@@ -78,6 +87,14 @@ class Notifier final : public dataplane::EventNotifier {
   std::atomic<uint64_t> handed_{0};        // notify() calls and run() calls
   std::atomic<uint64_t> delivered_{0};     // deliveries and tasks finished
   std::atomic<bool> stopping_{false};
+  // Notifications held back by a CQ's interrupt moderation: notifier thread only, capacity reserved for every
+  // target, so no allocation.
+  struct Held {
+    Notifiable* target;
+    uint64_t since_ns;
+  };
+  std::vector<Held> held_;
+  const uint32_t queue_capacity_;  // every target that can exist
   std::thread thread_;
 };
 

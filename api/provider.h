@@ -203,6 +203,7 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   void deliver_notification() noexcept override;
   void retain_for_delivery() noexcept override { retain(); }
   void release_after_delivery() noexcept override { release(); }
+  [[nodiscard]] bool notification_due(uint64_t since_ns, uint64_t now_ns) noexcept override;
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   [[nodiscard]] dataplane::EngineId home_engine() const noexcept { return home_; }
@@ -226,7 +227,13 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   const CqNotificationCallback callback_;
   void* const callback_context_;
   bool overrun_notified_ = false;  // notifier-only (deliveries are serialised)
-  std::mutex attach_mutex_;        // control path only: QP attach/detach and resize
+  // Interrupt moderation, written by NdkControlCqInterruptModeration and read by the notifier (relaxed: the
+  // newest call wins, and may apply a little later). Interval in ns, kNoLimit for none; 0: moderation off.
+  static constexpr uint64_t kNoLimit = UINT64_MAX;
+  std::atomic<uint64_t> moderation_interval_ns_{0};
+  std::atomic<uint32_t> moderation_count_{0};  // completions to gather; 0 or 1: off; UINT32_MAX: none
+  std::atomic<uint32_t> depth_;                // as created or resized (a count above it means none)
+  std::mutex attach_mutex_;                    // control path only: QP attach/detach and resize
   std::vector<QpImpl*> qps_;
   LiveObject live_{adapter_, NdkObjectTypeCq};
 };

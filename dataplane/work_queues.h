@@ -285,6 +285,11 @@ class CompletionQueue {
     return produced_.load(std::memory_order_acquire) - consumer_position_;
   }
   [[nodiscard]] uint32_t produced() const noexcept { return produced_.load(std::memory_order_acquire); }
+  // Any thread: entries appended and not yet reported consumed. The consumer publishes its index once per poll
+  // call, so this may count entries it is reading right now (interrupt moderation's count, on the notifier).
+  [[nodiscard]] uint32_t unconsumed() const noexcept {
+    return produced_.load(std::memory_order_acquire) - consumer_index_.load(std::memory_order_acquire);
+  }
   [[nodiscard]] uint32_t consumed() const noexcept { return consumer_position_; }
   [[nodiscard]] bool overrun() const noexcept { return overrun_.load(std::memory_order_relaxed); }
 

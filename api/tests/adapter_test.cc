@@ -216,7 +216,7 @@ TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED);
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED);
-  EXPECT_FALSE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED);
+  EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED);
 
   // The limits are enforced: one past each is STATUS_INVALID_PARAMETER.
   Cq* cq = nullptr;
@@ -427,7 +427,12 @@ TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
   // CQ.
   EXPECT_EQ(a->cq->NdkGetCqResults(nullptr, 4), 0u);
   EXPECT_EQ(a->cq->NdkGetCqResultsEx(nullptr, 4), 0u);
-  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(20, 4), STATUS_NOT_SUPPORTED);
+  // ndkpi.md §9.2: neither a timer nor a count is no moderation at all.
+  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(UINT32_MAX, UINT32_MAX), STATUS_INVALID_PARAMETER_MIX);
+  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(UINT32_MAX, 1u << 30), STATUS_INVALID_PARAMETER_MIX)
+      << "a count above the CQ's depth is no count";
+  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(20, 4), STATUS_SUCCESS);
+  EXPECT_EQ(a->cq->NdkControlCqInterruptModeration(0, 0), STATUS_SUCCESS) << "off";
   a->cq->NdkArmCq(7);  // VOID: an unknown type arms nothing
   // Connect.
   const sockaddr_in remote = b->ip();

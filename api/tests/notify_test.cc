@@ -3,6 +3,10 @@
 // callback after a close completes. "No callback" is checked deterministically: the peer's send completion
 // proves our receive completion was appended (and the arm checked) before it, and UroceWaitForNotifier()
 // proves every notification handed over by then has been delivered.
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
 #include <tuple>
 
 #include "api/tests/api_players.h"
@@ -122,6 +126,71 @@ TEST_F(Notify, AnErrorCompletionSatisfiesSolicited) {
   b->qp->NdkFlush();  // the receive completes with STATUS_CANCELLED
   ASSERT_TRUE(eventually([&] { return b->notifications.count.load() == 1; }));
   EXPECT_EQ(b->result().Status, STATUS_CANCELLED);
+}
+
+// NdkControlCqInterruptModeration by count (ndkpi.md §9.2): the one notification of an arm waits until that many
+// completions are queued. Three completions (proved appended by the sender's completions) raise the arm's
+// notification, which stays held; the fourth releases it, with all four queued.
+TEST_F(Notify, ModerationByCountHoldsTheNotificationUntilThatManyCompletions) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  ASSERT_EQ(b->cq->NdkControlCqInterruptModeration(UINT32_MAX, 4), STATUS_SUCCESS);  // the count alone
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(b->receive(64 * i, 64, i), STATUS_SUCCESS);
+  b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a->send(0, 64, i), STATUS_SUCCESS);
+  ASSERT_EQ(a->results(3).size(), 3u);
+  // Held: no callback however long we look (a fast or a slow machine only changes how much of the hold we see).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(b->notifications.count.load(), 0) << "3 of 4 completions";
+  ASSERT_EQ(a->send(0, 64, 3), STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return b->notifications.count.load() == 1; }));
+  EXPECT_EQ(b->results(4).size(), 4u);
+  // Off again: the next arm notifies for a single completion.
+  ASSERT_EQ(b->cq->NdkControlCqInterruptModeration(0, 0), STATUS_SUCCESS);
+  ASSERT_EQ(b->receive(0, 64, 9), STATUS_SUCCESS);
+  b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+  ASSERT_EQ(a->send(0, 64, 9), STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return b->notifications.count.load() == 2; }));
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+}
+
+// By interval: one completion, and the callback no earlier than the interval after it was raised.
+TEST_F(Notify, ModerationByIntervalDelaysTheNotification) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  constexpr uint32_t kIntervalUs = 100'000;
+  ASSERT_EQ(b->cq->NdkControlCqInterruptModeration(kIntervalUs, UINT32_MAX), STATUS_SUCCESS);  // the timer alone
+  ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+  b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+  const auto sent = std::chrono::steady_clock::now();
+  ASSERT_EQ(a->send(0, 64, 1), STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return b->notifications.count.load() == 1; }));
+  EXPECT_GE(std::chrono::steady_clock::now() - sent, std::chrono::microseconds(kIntervalUs));
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+}
+
+// A CQ closed while its notification is held closes (the hold never outlives the close) and calls nothing.
+TEST_F(Notify, AHeldNotificationDoesNotHoldUpTheClose) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  ASSERT_EQ(b->cq->NdkControlCqInterruptModeration(UINT32_MAX, 64), STATUS_SUCCESS);
+  ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+  b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+  ASSERT_EQ(a->send(0, 64, 1), STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);  // B's completion is queued and its notification raised
+  ASSERT_EQ(b->qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  b->qp = nullptr;
+  std::atomic<bool> closed{false};
+  const NTSTATUS s = b->cq->NdkCloseCq([](void* c) { static_cast<std::atomic<bool>*>(c)->store(true); }, &closed);
+  b->cq = nullptr;
+  if (s == STATUS_SUCCESS) closed = true;
+  ASSERT_EQ(s == STATUS_SUCCESS || s == STATUS_PENDING, true) << NdkStatusName(s);
+  ASSERT_TRUE(eventually([&] { return closed.load(); })) << "the close waits for the held notification's release";
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(b->notifications.count.load(), 0) << "no callback for a closing CQ";
 }
 
 // Many QPs on both engines complete into one CQ per side (one slice per engine); each side's callback drains
