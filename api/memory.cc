@@ -107,12 +107,16 @@ NTSTATUS MrImpl::NdkInitializeFastRegisterMr(uint32_t adapter_page_count, bool r
   if (!fast_register_) return STATUS_INVALID_DEVICE_REQUEST;
   if (adapter_page_count == 0) return STATUS_INVALID_PARAMETER;
   if (adapter_page_count > kFastRegisterPageCount) return STATUS_IMPLEMENTATION_LIMIT;
-  if (token() == 0) {  // may be repeated (ndkpi.md §9.4): the slot stays, its capacity and rights change
+  // May be repeated, serially or in parallel (ndkpi.md §9.4): the first call to install its slot keeps it; a call
+  // that lost the race gives its own back. The capacity and rights are the newest call's.
+  if (token() == 0) {
     auto token = pd_.adapter().transport().reserve_memory(dataplane::MemoryKind::kFastRegisterRegion, pd_.id());
     if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
-    token_.store(token.value(), std::memory_order_relaxed);
+    uint32_t expected = 0;
+    if (!token_.compare_exchange_strong(expected, token.value(), std::memory_order_acq_rel))
+      pd_.adapter().transport().release_memory_slot(token.value());
   }
-  remote_access_ = remote_access;
+  remote_access_.store(remote_access, std::memory_order_relaxed);
   page_capacity_.store(adapter_page_count, std::memory_order_release);
   return STATUS_SUCCESS;
 }

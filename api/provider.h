@@ -299,7 +299,7 @@ class MrImpl final : public Mr, public Lifetime {
   [[nodiscard]] uint32_t access() const noexcept { return access_; }
   // Fast register: pages it was initialised for (0: not initialised) and whether remote rights may be granted.
   [[nodiscard]] uint32_t page_capacity() const noexcept { return page_capacity_.load(std::memory_order_acquire); }
-  [[nodiscard]] bool remote_access() const noexcept { return remote_access_; }
+  [[nodiscard]] bool remote_access() const noexcept { return remote_access_.load(std::memory_order_relaxed); }
   // NdkFastRegister: the token the next registration gets (same slot, next key byte), taken at post time.
   uint32_t next_token() noexcept;
 
@@ -314,7 +314,7 @@ class MrImpl final : public Mr, public Lifetime {
   uint64_t address_ = 0;
   uint64_t length_ = 0;
   uint32_t access_ = 0;
-  bool remote_access_ = false;
+  std::atomic<bool> remote_access_{false};  // NdkInitializeFastRegisterMr may run on several threads at once
   LiveObject live_{pd_.adapter(), NdkObjectTypeMr};
 };
 

@@ -1,6 +1,10 @@
 // Fast-register MRs, local and remote invalidation, memory windows, SRQs and CQ resize, end to end.
 #include <algorithm>
 #include <array>
+#include <atomic>
+#include <cstring>
+#include <thread>
+#include <vector>
 
 #include "api/provider.h"
 #include "api/tests/api_players.h"
@@ -51,6 +55,50 @@ TEST_F(Memory, FastRegisterThenInvalidateOpensAndClosesRemoteAccess) {
   ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(4), &s, 1, b->address(65536), token, 0), STATUS_SUCCESS);
   EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the token is invalid now";
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// ndkpi.md §9.4: NdkInitializeFastRegisterMr "may be repeated, serially or in parallel". Eight threads at once
+// leave one memory-table slot behind (a racing reservation is given back), and the MR registers and works.
+TEST_F(Memory, InitializeFastRegisterMrInParallelTakesOneSlot) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  const uint32_t slots_before = adapter().UroceQueryResources().MemorySlots;
+  for (int round = 0; round < 20; ++round) {
+    Mr* mr = nullptr;
+    ASSERT_EQ(b->pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    std::array<NTSTATUS, 8> status{};
+    for (std::size_t t = 0; t < status.size(); ++t) {
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < static_cast<int>(status.size())) {
+        }
+        status[t] = mr->NdkInitializeFastRegisterMr(static_cast<uint32_t>(1 + t % 2), true, nullptr, nullptr);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (NTSTATUS st : status) EXPECT_EQ(st, STATUS_SUCCESS);
+    EXPECT_EQ(adapter().UroceQueryResources().MemorySlots, slots_before + 1) << "round " << round;
+    if (round == 0) {  // and it works: one page registered, written by the peer
+      std::array<NdkLogicalAddress, 1> page{b->address(65536)};
+      ASSERT_EQ(mr->NdkInitializeFastRegisterMr(1, true, nullptr, nullptr), STATUS_SUCCESS);
+      ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(1), mr, 1, page.data(), 0, kPageSize, b->buffer + 65536,
+                                       NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+                STATUS_SUCCESS);
+      ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+      a->fill(0, 4096, 9);
+      const NdkSge sge = a->sge(0, 4096);
+      ASSERT_EQ(
+          a->qp->NdkWrite(reinterpret_cast<void*>(2), &sge, 1, b->address(65536), mr->NdkGetRemoteTokenFromMr(), 0),
+          STATUS_SUCCESS);
+      EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+      EXPECT_EQ(std::memcmp(a->buffer, b->buffer + 65536, 4096), 0);
+    }
+    ASSERT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+    EXPECT_EQ(adapter().UroceQueryResources().MemorySlots, slots_before);
+  }
 }
 
 TEST_F(Memory, ReRegisteringChangesTheTokenAndTheOldOneStopsWorking) {
