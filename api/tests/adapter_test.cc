@@ -217,6 +217,11 @@ TEST_F(AdapterTest, QueryAdapterInfoReportsRealLimits) {
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED);
   EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED);
+  // In-order placement is true of the responder (a message's packets in PSN order); a READ with local invalidate
+  // is not implemented and a connection to our own address is not supported, so neither is advertised.
+  EXPECT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED);
+  EXPECT_FALSE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED);
+  EXPECT_FALSE(info.AdapterFlags & NDK_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED);
 
   // The limits are enforced: one past each is STATUS_INVALID_PARAMETER.
   Cq* cq = nullptr;

@@ -1,0 +1,256 @@
+// Rows of the NDKPI contract review (../shared/review/ndkpi-conformance.md) that were implemented but untested:
+// READ past the remote region (H12), a SendAndInvalidate naming a token the receiver does not have (H15), INLINE
+// on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
+// I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
+// NdkFlush concurrent with posting (H3).
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "api/provider.h"
+#include "api/tests/api_players.h"
+
+namespace uroce::ndk::testing {
+namespace {
+
+class ContractRows : public ApiTest {};
+
+uintptr_t context_of(const NdkResultEx& r) { return reinterpret_cast<uintptr_t>(r.RequestContext); }
+
+// H12 (ndkpi.md §9.6): an RDMA READ outside the remote region completes with STATUS_REMOTE_RESOURCES; the bytes
+// before it are untouched.
+TEST_F(ContractRows, AReadPastTheRemoteRegionIsRemoteResources) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  std::memset(a->buffer, 0x77, 4096);
+  const NdkSge sge = a->sge(0, 4096);
+  const uint64_t past_end = b->address(b->options.buffer_size - 1024);  // 3 KiB of the 4 past the end
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(1), &sge, 1, past_end, b->mr->NdkGetRemoteTokenFromMr(), 0),
+            STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(a->buffer[i], 0x77) << "byte " << i;
+}
+
+// H15 (seed 002): a SEND with Invalidate naming a token the receiver never registered is an invalid request: the
+// receiving provider aborts the connection. The sender's request fails, and so does the receiver's QP.
+TEST_F(ContractRows, SendAndInvalidateWithAnInvalidTokenAbortsTheConnection) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+  ASSERT_EQ(b->receive(0, 64, 2), STATUS_SUCCESS);
+  const NdkSge sge = a->sge(0, 64);
+  const uint32_t nobodys = b->mr->NdkGetRemoteTokenFromMr() ^ 0x00ffff00u;
+  ASSERT_EQ(a->qp->NdkSendAndInvalidate(reinterpret_cast<void*>(7), &sge, 1, 0, nobodys), STATUS_SUCCESS);
+  const NdkResultEx sent = a->result();
+  EXPECT_NE(sent.Status, STATUS_SUCCESS);
+  EXPECT_EQ(context_of(sent), 7u);
+  // The receiver's QP is in error: both receives complete, and neither successfully.
+  const auto received = b->results(2);
+  for (const NdkResultEx& r : received) EXPECT_NE(r.Status, STATUS_SUCCESS) << "receive " << context_of(r);
+  // The sender's QP went to error too: what it posts next is cancelled.
+  ASSERT_EQ(a->send(0, 64, 8), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_CANCELLED);
+}
+
+// I11: INLINE on SendAndInvalidate copies the data at post time and still invalidates the receiver's token.
+TEST_F(ContractRows, InlineSendAndInvalidateDeliversAndInvalidates) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkInitializeFastRegisterMr(1, true, nullptr, nullptr), STATUS_SUCCESS);
+  const NdkLogicalAddress page = b->address(65536);
+  ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(1), mr, 1, &page, 0, 4096, b->buffer + 65536,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  const uint32_t token = mr->NdkGetRemoteTokenFromMr();
+  ASSERT_EQ(b->receive(0, 64, 2), STATUS_SUCCESS);
+  a->fill(0, 48, 5);
+  std::vector<uint8_t> sent(a->buffer, a->buffer + 48);
+  const NdkSge inline_sge{a->buffer, 48, 0};  // no token: inline data needs none
+  ASSERT_EQ(a->qp->NdkSendAndInvalidate(reinterpret_cast<void*>(3), &inline_sge, 1, NDK_OP_FLAG_INLINE, token),
+            STATUS_SUCCESS);
+  std::memset(a->buffer, 0, 48);  // copied at post time: changing the source now changes nothing
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  const NdkResultEx got = b->result();
+  EXPECT_EQ(got.Status, STATUS_SUCCESS);
+  EXPECT_EQ(got.Type, NdkOperationTypeReceiveAndInvalidate);
+  EXPECT_EQ(got.BytesTransferred, 48u);
+  EXPECT_EQ(std::memcmp(b->buffer, sent.data(), 48), 0);
+  const NdkSge w = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(4), &w, 1, b->address(65536), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the token was invalidated";
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// I12, I13: RDMA_READ_SINK on a FastRegister (the adapter says sinks need no rights) and READ_LOCAL_INVALIDATE
+// on a Read (its adapter flag is not advertised) are accepted and change nothing.
+TEST_F(ContractRows, FlagsThatMustBeAcceptedChangeNothing) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  NdkAdapterInfo info{};
+  uint32_t size = sizeof(info);
+  ASSERT_EQ(adapter().NdkQueryAdapterInfo(&info, &size), STATUS_SUCCESS);
+  ASSERT_TRUE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED);
+  ASSERT_FALSE(info.AdapterFlags & NDK_ADAPTER_FLAG_RDMA_READ_LOCAL_INVALIDATE_SUPPORTED);
+  Mr* sink = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateMr(true, nullptr, nullptr, &sink), STATUS_SUCCESS);
+  ASSERT_EQ(sink->NdkInitializeFastRegisterMr(1, false, nullptr, nullptr), STATUS_SUCCESS);
+  const NdkLogicalAddress page = a->address(65536);
+  ASSERT_EQ(a->qp->NdkFastRegister(reinterpret_cast<void*>(1), sink, 1, &page, 0, 4096, a->buffer + 65536,
+                                   NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_RDMA_READ_SINK),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  b->fill(0, 4096, 6);
+  const NdkSge sge{a->buffer + 65536, 4096, sink->NdkGetLocalTokenFromMr()};
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(2), &sge, 1, b->address(0), b->mr->NdkGetRemoteTokenFromMr(),
+                           NDK_OP_FLAG_RDMA_READ_LOCAL_INVALIDATE),
+            STATUS_SUCCESS);
+  const NdkResultEx read = a->result();
+  EXPECT_EQ(read.Status, STATUS_SUCCESS);
+  EXPECT_EQ(read.Type, NdkOperationTypeRead);
+  EXPECT_EQ(std::memcmp(a->buffer + 65536, b->buffer, 4096), 0) << "READ into a fast-registered sink";
+  // Without the adapter flag the local invalidate is not done: the sink still works for a second READ.
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(3), &sge, 1, b->address(0), b->mr->NdkGetRemoteTokenFromMr(), 0),
+            STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(sink->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// K1 (ndkpi.md §10.6): DEFER holds Write, Read, Bind and Invalidate like Send: the engine sees none of them
+// until a post without DEFER, then all of them, in order.
+TEST_F(ContractRows, DeferHoldsWriteReadBindAndInvalidate) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  auto& qp = static_cast<detail::QpImpl&>(*a->qp);
+  const uint32_t tail = qp.published_send_tail();
+  Mw* mw = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  a->fill(0, 1024, 3);
+  const NdkSge w = a->sge(0, 1024);
+  const NdkSge r = a->sge(8192, 1024);
+  const uint32_t remote = b->mr->NdkGetRemoteTokenFromMr();
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(1), &w, 1, b->address(0), remote, NDK_OP_FLAG_DEFER),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(2), &r, 1, b->address(0), remote,
+                           NDK_OP_FLAG_DEFER | NDK_OP_FLAG_READ_FENCE),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkBind(reinterpret_cast<void*>(3), a->mr, mw, a->buffer + 16384, 4096,
+                           NDK_OP_FLAG_ALLOW_REMOTE_READ | NDK_OP_FLAG_DEFER),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->qp->NdkInvalidate(reinterpret_cast<void*>(4), mw, NDK_OP_FLAG_DEFER), STATUS_SUCCESS);
+  EXPECT_EQ(qp.published_send_tail(), tail) << "four deferred posts, none visible to the engine";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_TRUE(a->drain().empty()) << "nothing ran";
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(5), &w, 1, b->address(4096), remote, 0), STATUS_SUCCESS);
+  EXPECT_EQ(qp.published_send_tail(), tail + 5);
+  const auto done = a->results(5);
+  for (uintptr_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(done[i].Status, STATUS_SUCCESS) << i;
+    EXPECT_EQ(context_of(done[i]), i + 1) << "in posting order";
+  }
+  EXPECT_EQ(std::memcmp(a->buffer + 8192, a->buffer, 1024), 0) << "the READ saw the WRITE before it";
+  EXPECT_EQ(std::memcmp(b->buffer + 4096, a->buffer, 1024), 0);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// H21 (ndkpi.md §10.1): the SQ and the RQ of one QP posted from two threads at once, with no lock: every send
+// completes, and every receive takes the peer's message that its position says.
+TEST_F(ContractRows, SendAndReceivePostedFromTwoThreadsAtOnce) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  constexpr int kMessages = 200;  // each side's queues hold 256
+  for (int i = 0; i < kMessages; ++i) ASSERT_EQ(b->receive(4096 + 64 * i, 64, 1000 + i), STATUS_SUCCESS);
+  for (int i = 0; i < kMessages; ++i) b->buffer[i] = static_cast<uint8_t>(i);
+  std::atomic<int> ready{0};
+  std::atomic<int> failed_posts{0};
+  auto start_together = [&] {
+    ready.fetch_add(1);
+    while (ready.load() < 2) {
+    }
+  };
+  std::thread receiver([&] {
+    start_together();
+    for (int i = 0; i < kMessages; ++i)
+      if (a->receive(65536 + 64 * i, 64, 2000 + i) != STATUS_SUCCESS) failed_posts.fetch_add(1);
+  });
+  std::thread sender([&] {
+    start_together();
+    for (int i = 0; i < kMessages; ++i) {
+      const NdkSge s = a->sge(131072, 16);
+      if (a->qp->NdkSend(reinterpret_cast<void*>(static_cast<uintptr_t>(i)), &s, 1, 0) != STATUS_SUCCESS)
+        failed_posts.fetch_add(1);
+    }
+  });
+  receiver.join();
+  sender.join();
+  ASSERT_EQ(failed_posts.load(), 0);
+  // B answers every receive A posted: message i carries byte i.
+  for (int i = 0; i < kMessages; ++i) {
+    const NdkSge s = b->sge(static_cast<std::size_t>(i), 1);
+    ASSERT_EQ(b->qp->NdkSend(reinterpret_cast<void*>(static_cast<uintptr_t>(3000 + i)), &s, 1, 0), STATUS_SUCCESS);
+  }
+  // A's CQ holds both kinds: 200 sends (contexts 0..199, in order) and 200 receives (2000.., in order).
+  const auto mine = a->results(2 * kMessages);
+  uintptr_t next_send = 0, next_receive = 2000;
+  for (const NdkResultEx& r : mine) {
+    ASSERT_EQ(r.Status, STATUS_SUCCESS);
+    if (r.Type == NdkOperationTypeReceive) {
+      ASSERT_EQ(context_of(r), next_receive);
+      const std::size_t i = next_receive++ - 2000;
+      EXPECT_EQ(a->buffer[65536 + 64 * i], static_cast<uint8_t>(i)) << "receive " << i;
+    } else {
+      ASSERT_EQ(context_of(r), next_send++);
+    }
+  }
+  EXPECT_EQ(b->results(2 * kMessages).size(), static_cast<std::size_t>(2 * kMessages));
+}
+
+// H3 (ndkpi.md §10.1, §9.6): NdkFlush while another thread posts. Every post that returned success completes
+// exactly once, in posting order, successfully before the flush took effect and cancelled after it.
+TEST_F(ContractRows, FlushConcurrentWithPostingCompletesEveryAcceptedPost) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  std::atomic<bool> go{false};
+  std::vector<uintptr_t> accepted;
+  std::thread poster([&] {
+    while (!go.load()) {
+    }
+    const NdkSge s = a->sge(0, 256);
+    for (uintptr_t i = 1; i <= 200; ++i) {
+      // A WRITE needs nothing from the peer but its region: each one may succeed, until the flush cancels.
+      if (a->qp->NdkWrite(reinterpret_cast<void*>(i), &s, 1, b->address(0), b->mr->NdkGetRemoteTokenFromMr(), 0) ==
+          STATUS_SUCCESS)
+        accepted.push_back(i);
+    }
+  });
+  go = true;
+  std::this_thread::sleep_for(std::chrono::microseconds(200));
+  a->qp->NdkFlush();
+  poster.join();
+  ASSERT_FALSE(accepted.empty());
+  const auto done = a->results(accepted.size());
+  bool cancelled_seen = false;
+  for (std::size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(context_of(done[i]), accepted[i]) << "exactly once, in posting order";
+    if (done[i].Status == STATUS_CANCELLED) {
+      cancelled_seen = true;
+    } else {
+      EXPECT_EQ(done[i].Status, STATUS_SUCCESS);
+      EXPECT_FALSE(cancelled_seen) << "a success after a cancelled request";
+    }
+  }
+}
+
+}  // namespace
+}  // namespace uroce::ndk::testing
