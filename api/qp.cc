@@ -384,11 +384,16 @@ NTSTATUS QpImpl::NdkBind(void* request_context, Mr* mr, Mw* mw, void* virtual_ad
     return fail_send(STATUS_INVALID_PARAMETER);
   auto& region = static_cast<MrImpl&>(*mr);
   auto& window = static_cast<MwImpl&>(*mw);
-  if (&region.pd() != &pd_ || &window.pd() != &pd_ || region.fast_register() || !region.registered())
+  if (&region.pd() != &pd_ || &window.pd() != &pd_) return fail_send(STATUS_INVALID_PARAMETER);
+  // A fast-register MR's range and rights are those of the FastRegister executed last before this Bind on the
+  // engine (the SQ runs in order): the engine checks the window against them when it binds, and a window
+  // outside them completes in error. An ordinary MR is checked here, at post time, as well.
+  if (region.fast_register() ? region.page_capacity() == 0 : !region.registered())
     return fail_send(STATUS_INVALID_PARAMETER);
   const auto address = reinterpret_cast<uint64_t>(virtual_address);
-  if (length == 0 || address < region.address() || address - region.address() > region.length() ||
-      length > region.length() - (address - region.address()))
+  if (length == 0 ||
+      (!region.fast_register() && (address < region.address() || address - region.address() > region.length() ||
+                                   length > region.length() - (address - region.address()))))
     return fail_send(STATUS_INVALID_PARAMETER);
   if ((flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) && !(flags & kRemoteWriteBit))
     return fail_send(STATUS_INVALID_PARAMETER);  // ALLOW_LOCAL_WRITE alone is not a Bind flag
@@ -396,7 +401,7 @@ NTSTATUS QpImpl::NdkBind(void* request_context, Mr* mr, Mw* mw, void* virtual_ad
   if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) access |= proto::kAccessRemoteRead;
   if (flags & kRemoteWriteBit) access |= proto::kAccessRemoteWrite;
   // ndkpi.md §9.6: a remote-write window needs a local-write MR.
-  if ((access & proto::kAccessRemoteWrite) && !(region.access() & proto::kAccessLocalWrite))
+  if (!region.fast_register() && (access & proto::kAccessRemoteWrite) && !(region.access() & proto::kAccessLocalWrite))
     return fail_send(STATUS_ACCESS_VIOLATION);
   proto::SendWqe& w = next_send_slot(request_context, proto::WorkOp::kBindMemoryWindow, flags);
   w.memory = {address, length, window.bind_to(region), region.token(), access};

@@ -197,6 +197,40 @@ TEST_F(Memory, AWindowGrantsRemoteAccessToItsRangeOnly) {
   EXPECT_TRUE(mr_closed.done.load());
 }
 
+// H7 (ndkpi.md §9.6 has no restriction): a window bound onto a fast-register MR, inside the range its last
+// FastRegister gave it. The engine checks the range when it binds: a window reaching outside it fails.
+TEST_F(Memory, AWindowOnAFastRegisterMr) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 65536, 2, NDK_OP_FLAG_ALLOW_LOCAL_WRITE, 1);  // no remote rights of its own
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkBind(reinterpret_cast<void*>(2), mr, mw, b->buffer + 65536 + kPageSize, kPageSize,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  const NdkResultEx bound = b->result();
+  EXPECT_EQ(bound.Status, STATUS_SUCCESS);
+  EXPECT_EQ(bound.Type, NdkOperationTypeBind);
+  a->fill(0, kPageSize, 12);
+  const NdkSge s = a->sge(0, kPageSize);
+  const uint32_t token = mw->NdkGetRemoteTokenFromMw();
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(3), &s, 1, b->address(65536 + kPageSize), token, 0),
+            STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, b->buffer + 65536 + kPageSize, kPageSize), 0);
+  ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(4), mw, 0), STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  // A window one page past the MR's two: the bind completes in error, and the window stays unusable.
+  ASSERT_EQ(b->qp->NdkBind(reinterpret_cast<void*>(5), mr, mw, b->buffer + 65536 + kPageSize, 2 * kPageSize,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  EXPECT_NE(b->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 TEST_F(Memory, AWriteOutsideTheWindowIsARemoteError) {
   Player* a = nullptr;
   Player* b = nullptr;
