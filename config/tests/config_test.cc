@@ -683,10 +683,12 @@ TEST(Config, SteeringDefaultsToAutoAndReadsEachMode) {
 // ---- The machine check (LoadOptions::machine) ----
 
 LoadResult load_on(std::string_view text, std::vector<unsigned> present, std::vector<unsigned> allowed) {
-  LoadOptions options;
-  // emplace rather than assign: GCC 12 at -O2 with ASan warns (falsely, -Wmaybe-uninitialized) that assigning into
-  // the disengaged optional reads the vector it moves from.
-  options.machine.emplace(Machine{std::move(present), std::move(allowed)});
+  // Built in place: GCC 12 at -O2 with ASan+UBSan warns (falsely, -Wmaybe-uninitialized) about assigning or
+  // emplacing into the disengaged optional.
+  const LoadOptions options{.overrides = {},
+                            .only_port = {},
+                            .application_sections = {},
+                            .machine = Machine{std::move(present), std::move(allowed)}};
   return load_config(text, options);
 }
 
