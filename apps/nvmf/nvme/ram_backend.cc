@@ -1,10 +1,17 @@
 // The RAM backend: a zeroed buffer. Every request completes within submit() (a copy, nothing that blocks), so
 // poll() never has anything to report. Every access is checked against its size, though the controller has
 // checked before it calls.
+//
+// The buffer is an anonymous mapping with transparent huge pages asked for and every page touched at start:
+// random 4 KiB I/O over a namespace of hundreds of MiB otherwise pays a TLB miss and often a first-touch page
+// fault per command (4 KiB randread QD128 over 256 MiB in one process: 437k IOPS on 4 KiB pages, against 691k
+// over 16 MiB; bench/README.md "nvmf").
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
+#include <new>
+
+#include <sys/mman.h>
 
 #include "apps/nvmf/nvme/nvmf_target.h"
 
@@ -14,12 +21,25 @@ namespace {
 
 class RamBackend final : public Backend {
  public:
-  explicit RamBackend(uint64_t size) : bytes_(size, 0) {}
-  [[nodiscard]] uint64_t size() const override { return bytes_.size(); }
+  explicit RamBackend(uint64_t size) : size_(size) {
+    if (size_ == 0) return;
+    void* p = mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) throw std::bad_alloc();
+    bytes_ = static_cast<uint8_t*>(p);
+    (void)madvise(bytes_, size_, MADV_HUGEPAGE);  // a hint: without THP the pages are 4 KiB, and all still works
+    // Fault every page in now (a write per page; with THP one per 2 MiB), not on the first command to touch it.
+    for (uint64_t at = 0; at < size_; at += 4096) bytes_[at] = 0;
+  }
+  ~RamBackend() override {
+    if (bytes_ != nullptr) (void)munmap(bytes_, size_);
+  }
+  RamBackend(const RamBackend&) = delete;
+  RamBackend& operator=(const RamBackend&) = delete;
+  [[nodiscard]] uint64_t size() const override { return size_; }
   [[nodiscard]] int submit(const BackendRequest& r) override {
     if (r.op == BackendOp::kFlush) return 0;
     if (!inside(r.offset, r.length)) return -EINVAL;
-    uint8_t* at = bytes_.data() + r.offset;
+    uint8_t* at = bytes_ + r.offset;
     switch (r.op) {
       case BackendOp::kRead:
         if (r.length != 0) std::memcpy(r.data, at, r.length);
@@ -34,13 +54,14 @@ class RamBackend final : public Backend {
     return 0;
   }
   [[nodiscard]] std::size_t poll(std::span<BackendCompletion> /*out*/) override { return 0; }
-  [[nodiscard]] std::string describe() const override { return "RAM, " + std::to_string(bytes_.size() >> 20) + " MiB"; }
+  [[nodiscard]] std::string describe() const override { return "RAM, " + std::to_string(size_ >> 20) + " MiB"; }
 
  private:
   [[nodiscard]] bool inside(uint64_t offset, uint64_t length) const {
-    return offset <= bytes_.size() && length <= bytes_.size() - offset;
+    return offset <= size_ && length <= size_ - offset;
   }
-  std::vector<uint8_t> bytes_;
+  uint64_t size_;
+  uint8_t* bytes_ = nullptr;
 };
 
 }  // namespace
