@@ -146,14 +146,14 @@ TEST(RcSoak, MixedTrafficThroughLossReorderDuplicationAndCorruption) {
   // One line for bench/soak_bench.sh: lost and duplicated SEND deliveries, corrupted payloads (READs and
   // receives checked byte for byte), and FETCH_ADDs applied other than once.
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  std::printf("soak: %llu of %llu messages in %.1f s (%.0f msg/s): lost %llu, duplicated %llu, corrupted %llu, "
-              "fetch_add off by %lld\n",
-              static_cast<unsigned long long>(completed), static_cast<unsigned long long>(total), seconds,
-              static_cast<double>(completed) / seconds,
-              static_cast<unsigned long long>(sends_posted > sends_received ? sends_posted - sends_received : 0),
-              static_cast<unsigned long long>(sends_received > sends_posted ? sends_received - sends_posted : 0),
-              static_cast<unsigned long long>(bad_payloads),
-              static_cast<long long>(*counter) - static_cast<long long>(adds));
+  std::printf(
+      "soak: %llu of %llu messages in %.1f s (%.0f msg/s): lost %llu, duplicated %llu, corrupted %llu, "
+      "fetch_add off by %lld\n",
+      static_cast<unsigned long long>(completed), static_cast<unsigned long long>(total), seconds,
+      static_cast<double>(completed) / seconds,
+      static_cast<unsigned long long>(sends_posted > sends_received ? sends_posted - sends_received : 0),
+      static_cast<unsigned long long>(sends_received > sends_posted ? sends_received - sends_posted : 0),
+      static_cast<unsigned long long>(bad_payloads), static_cast<long long>(*counter) - static_cast<long long>(adds));
   ASSERT_EQ(completed, total) << "timed out";
   EXPECT_EQ(sends_received, sends_posted) << "lost or duplicated deliveries";
   EXPECT_EQ(bad_payloads, 0u);
