@@ -124,7 +124,8 @@ void Notifier::thread_main() {
       idle = 0;
       continue;
     }
-    // Idle. With notifications held, never the long sleep: a moderation interval is checked every kIdleSleep.
+    // Idle: spin, yield, then pause kIdleSleep at a time. Held notifications are looked at after every pause, so a
+    // moderation interval is honoured to about kIdleSleep.
     if (++idle < kSpins) continue;
     if (idle < kSpins + kYields) {
       std::this_thread::yield();
