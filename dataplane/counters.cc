@@ -34,6 +34,7 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"tx_packets", &E::tx_packets},
     {"tx_bytes", &E::tx_bytes},
     {"tx_backlog_drops", &E::tx_backlog_drops},
+    {"tx_backpressure", &E::tx_backpressure},
     {"mbuf_alloc_failures", &E::mbuf_alloc_failures},
     {"busy_cycles", &E::busy_cycles},
     {"total_cycles", &E::total_cycles},

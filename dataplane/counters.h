@@ -105,6 +105,7 @@ struct EngineCounters {
   Counter tx_packets;
   Counter tx_bytes;
   Counter tx_backlog_drops;     // a short burst met a full backlog
+  Counter tx_backpressure;      // an RC QP held a packet back because the port's TX backlog was full
   Counter mbuf_alloc_failures;  // the engine's mempool was empty (backpressure to the caller)
   // Where the engine's time goes, in TSC cycles (DPDK's lcore usage names): every loop iteration adds its length to
   // total_cycles, and to busy_cycles when it found work. busy / total is the engine's busy share.

@@ -131,6 +131,13 @@ class EngineContext {
   // (engine.tx_backlog), ahead of anything sent later; when the backlog is full the packet is dropped and
   // counted (tx_backlog_drops). Returns false if `m` itself was dropped on the spot.
   bool send(PortIndex port, rte_mbuf* m) noexcept;
+  // Whether `port` takes one more packet without dropping one: the backlog has room for it and for the batch ahead
+  // of it. The RC transport asks before it builds a packet and holds the packet back when not (counted in
+  // tx_backpressure): backpressure instead of a drop that only a retransmission timeout would repair.
+  [[nodiscard]] bool tx_has_room(PortIndex port) const noexcept {
+    const TxQueue& q = tx_[port];
+    return q.backlog_size + q.count < q.backlog.size();
+  }
 
   [[nodiscard]] EngineTimerWheel& timers() noexcept { return timers_; }
   [[nodiscard]] EngineCounters& counters() noexcept { return counters_; }
