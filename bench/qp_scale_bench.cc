@@ -38,8 +38,7 @@ using dataplane::RcTransport;
 
 constexpr uint32_t kPd = 1;
 constexpr uint32_t kSize = 64;
-constexpr uint32_t kPairSendQueue = 8;     // app SQ slots per A (a window of a few)
-constexpr uint32_t kPairCompletions = 16;  // its send CQ
+constexpr uint32_t kPairSendQueue = 8;  // app SQ slots per A (a window of a few)
 constexpr uint32_t kBaselineWindow = 128;
 
 struct Options {
