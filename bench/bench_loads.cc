@@ -12,6 +12,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
+#include <sched.h>
 
 #if __has_include(<valgrind/callgrind.h>)
 #include <valgrind/callgrind.h>
@@ -210,6 +211,18 @@ bool RawLoop::step() noexcept {
 }
 
 // ------------------------------------------------------------------------------------------------ RawRingPair
+
+unsigned last_allowed_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  unsigned last = 0;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
+      if (CPU_ISSET(c, &set)) last = c;
+    }
+  }
+  return last;
+}
 
 void add_ring_link_ports(config::Config& config) {
   for (const char* name : {"a", "b"}) {

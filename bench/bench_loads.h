@@ -144,6 +144,10 @@ struct RawRingPair {
 // 198.18.0.2/24), joined by one net_ring link, MTU 4200 (a PMTU-4096 frame fits), appended to `config.ports`.
 void add_ring_link_ports(config::Config& config);
 
+// The last CPU this process may run on: where the benchmarks put their engine (CPU 0 takes more of the host's
+// interrupts).
+[[nodiscard]] unsigned last_allowed_cpu();
+
 // Configures and starts an ethdev the EAL already probed (e.g. --vdev=net_memif0,...) with one RX and one TX
 // queue, and waits for its link: the raw baseline of a two-process run, with no Dataplane.
 [[nodiscard]] dataplane::Result<uint16_t> start_raw_port(const std::string& name, rte_mempool* pool,

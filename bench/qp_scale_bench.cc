@@ -23,7 +23,6 @@
 #include <vector>
 
 #include <rte_malloc.h>
-#include <sched.h>
 
 #include "bench/bench_loads.h"
 #include "dataplane/dataplane.h"
@@ -79,16 +78,6 @@ Options parse(int argc, char** argv) {
   if (o.window == 0 || o.window > kPairSendQueue) usage("--window must be 1..8");
   if (o.seconds <= 0 || o.reps == 0) usage("--seconds and --reps must be positive");
   return o;
-}
-
-unsigned last_allowed_cpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  unsigned last = 0;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0)
-    for (unsigned c = 0; c < CPU_SETSIZE; ++c)
-      if (CPU_ISSET(c, &set)) last = c;
-  return last;
 }
 
 uint64_t rss_bytes() {

@@ -152,19 +152,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// The engine's CPU: the last CPU this process may run on (CPU 0 takes more of the host's interrupts).
-unsigned default_cpu() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  unsigned last = 0;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (unsigned c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) last = c;
-    }
-  }
-  return last;
-}
-
 config::Config make_config(unsigned cpu, bool under_valgrind) {
   config::Config c;
   c.eal.lcores = {cpu};  // ONE engine: both QPs, both ports, the load and the baseline share its core
@@ -203,7 +190,7 @@ class Bench {
   explicit Bench(const Options& options) : options_(options), src_(kBufferSize), dst_(kBufferSize) {}
 
   bool start() {
-    cpu_ = options_.cpu.value_or(default_cpu());
+    cpu_ = options_.cpu.value_or(last_allowed_cpu());
     auto dp = Dataplane::start(make_config(cpu_, options_.callgrind));
     if (!dp.ok()) return fail("Dataplane::start: " + dp.error());
     dataplane_ = std::move(dp.value());
