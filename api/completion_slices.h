@@ -61,23 +61,13 @@ class CompletionSlices {
 
   // Completions queued and not consumed (exact from the consumer's side, up to those being appended now).
   [[nodiscard]] uint32_t queued() const noexcept {
-    uint32_t total = 0;
-    for (unsigned s = 0; s < slice_count(); ++s) {
-      for (const auto& old : draining_[s]) total += old->pending();
-      total += rings_[s]->pending();
-    }
-    return total;
+    return sum_over_rings([](const dataplane::CompletionQueue& r) { return r.pending(); });
   }
 
   // The same from any thread, with published consumer indices (CompletionQueue::unconsumed). The caller keeps
   // resize out (CqImpl's attach mutex): it replaces the rings.
   [[nodiscard]] uint32_t unconsumed() const noexcept {
-    uint32_t total = 0;
-    for (unsigned s = 0; s < slice_count(); ++s) {
-      for (const auto& old : draining_[s]) total += old->unconsumed();
-      total += rings_[s]->unconsumed();
-    }
-    return total;
+    return sum_over_rings([](const dataplane::CompletionQueue& r) { return r.unconsumed(); });
   }
 
   // NdkArmCq: merge the arm, then fire at once if something already queued satisfies it (ndkpi.md §10.2:
@@ -110,6 +100,17 @@ class CompletionSlices {
   }
 
  private:
+  // `count` of every ring, the old ones still draining included.
+  template <class Count>
+  [[nodiscard]] uint32_t sum_over_rings(Count count) const noexcept {
+    uint32_t total = 0;
+    for (unsigned s = 0; s < slice_count(); ++s) {
+      for (const auto& old : draining_[s]) total += count(*old);
+      total += count(*rings_[s]);
+    }
+    return total;
+  }
+
   std::unique_ptr<dataplane::CompletionQueue> make_ring(uint32_t depth) {
     auto ring = std::make_unique<dataplane::CompletionQueue>(ring_capacity(depth));
     ring->attach_events(&events_);
