@@ -58,69 +58,73 @@ WriteLoad::WriteLoad(const WriteLoadSetup& setup) : setup_(setup) {
 
 bool WriteLoad::poll(void* self, dataplane::EngineContext&) {
   auto& w = *static_cast<WriteLoad*>(self);
-  if (!w.started_) {
-    w.started_ = true;
-    if (w.setup_.callgrind) callgrind_begin();
-  }
-  // Completions: in order, so the last one seen retires every WRITE up to its context.
   dataplane::CompletionQueue& cq = *w.setup_.send_cq;
   bool worked = false;
   while (const dataplane::CompletionEntry* e = cq.peek()) {
-    if (e->completion.status != proto::CompletionStatus::kSuccess) [[unlikely]] {
-      proto::CompletionStatus none = proto::CompletionStatus::kSuccess;
-      w.failure_.compare_exchange_strong(none, e->completion.status, std::memory_order_release);
-    }
-    w.completed_ = e->completion.context + 1;
+    w.complete(*e);
     cq.pop();
     worked = true;
   }
-  if (worked) {
-    cq.publish_consumed();
-    w.completed_pub_.store(w.completed_, std::memory_order_release);
-  }
+  if (worked) cq.publish_consumed();
+  return w.post_more() || worked;
+}
 
-  // Posting: up to `window` beyond what is known complete; once stopped (or failed), only up to the next
-  // signaled WRITE so the load ends on a completion.
-  const uint64_t k = w.setup_.signal_every;
-  uint64_t target;
-  const bool stopping = w.stop_.load(std::memory_order_relaxed) ||
-                        w.failure_.load(std::memory_order_relaxed) != proto::CompletionStatus::kSuccess;
-  if (stopping) [[unlikely]] {
-    target = std::min((w.posted_ + k - 1) / k * k, w.setup_.limit);
-  } else {
-    target = std::min(w.completed_ + w.setup_.window, w.setup_.limit);
+// Completions come in order, so the last one seen retires every WRITE up to its context.
+void WriteLoad::complete(const dataplane::CompletionEntry& e) noexcept {
+  if (e.completion.status != proto::CompletionStatus::kSuccess) [[unlikely]] {
+    proto::CompletionStatus none = proto::CompletionStatus::kSuccess;
+    failure_.compare_exchange_strong(none, e.completion.status, std::memory_order_release);
   }
-  dataplane::SendQueue& sq = *w.setup_.send_queue;
+  completed_ = e.completion.context - setup_.context_base + 1;
+  completed_pub_.store(completed_, std::memory_order_release);
+}
+
+bool WriteLoad::post_more() noexcept {
+  if (!started_) {
+    started_ = true;
+    if (setup_.callgrind) callgrind_begin();
+  }
+  // Up to `window` beyond what is known complete; once stopped (or failed), only up to the next signaled WRITE so
+  // the load ends on a completion.
+  const uint64_t k = setup_.signal_every;
+  uint64_t target;
+  const bool stopping = stop_.load(std::memory_order_relaxed) ||
+                        failure_.load(std::memory_order_relaxed) != proto::CompletionStatus::kSuccess;
+  if (stopping) [[unlikely]] {
+    target = std::min((posted_ + k - 1) / k * k, setup_.limit);
+  } else {
+    target = std::min(completed_ + setup_.window, setup_.limit);
+  }
+  dataplane::SendQueue& sq = *setup_.send_queue;
   uint32_t tail = sq.producer_tail();
   const uint32_t head = sq.consumer_head();
   const uint32_t room = sq.capacity() - (tail - head);
-  const uint64_t n = std::min<uint64_t>(target > w.posted_ ? target - w.posted_ : 0, room);
+  const uint64_t n = std::min<uint64_t>(target > posted_ ? target - posted_ : 0, room);
   if (n != 0) {
     for (uint64_t i = 0; i < n; ++i, ++tail) {
       proto::SendWqe& slot = sq.slot(tail);
-      const uint64_t index = w.posted_ + i;
-      slot.context = index;
+      const uint64_t index = posted_ + i;
+      slot.context = setup_.context_base + index;
       // Every k-th WRITE, counted without a division per WRITE (a 64-bit div was ~4% of the engine's time).
-      const bool every_kth = index + 1 == w.next_signaled_;
-      if (every_kth) w.next_signaled_ += k;
-      const bool signaled = every_kth || index + 1 == w.setup_.limit;
+      const bool every_kth = index + 1 == next_signaled_;
+      if (every_kth) next_signaled_ += k;
+      const bool signaled = every_kth || index + 1 == setup_.limit;
       slot.flags = signaled ? uint8_t{proto::kWqeSignaled} : uint8_t{0};
     }
-    w.posted_ += n;
+    posted_ += n;
     sq.publish_tail(tail);
-    w.setup_.transport->ring_doorbell(*w.setup_.qp);
-    w.posted_pub_.store(w.posted_, std::memory_order_relaxed);
-    worked = true;
+    setup_.transport->ring_doorbell(*setup_.qp);
+    posted_pub_.store(posted_, std::memory_order_relaxed);
   }
-  if (!w.drained_.load(std::memory_order_relaxed) && w.completed_ == w.posted_ &&
-      (w.posted_ == w.setup_.limit || (stopping && w.posted_ % k == 0))) {
-    if (w.setup_.callgrind && !w.dumped_) {
-      w.dumped_ = true;
+  if (!drained_.load(std::memory_order_relaxed) && completed_ == posted_ &&
+      (posted_ == setup_.limit || (stopping && posted_ % k == 0))) {
+    if (setup_.callgrind && !dumped_) {
+      dumped_ = true;
       callgrind_end("uroce write load");
     }
-    w.drained_.store(true, std::memory_order_release);
+    drained_.store(true, std::memory_order_release);
   }
-  return worked;
+  return n != 0;
 }
 
 // ----------------------------------------------------------------------------------------------------- RawLoop

@@ -38,7 +38,8 @@ struct WriteLoadSetup {
   dataplane::RcTransport* transport = nullptr;
   dataplane::RcQueuePair* qp = nullptr;
   dataplane::SendQueue* send_queue = nullptr;
-  dataplane::CompletionQueue* send_cq = nullptr;
+  dataplane::CompletionQueue* send_cq = nullptr;  // drained by poll(); a driver sharing one CQ calls complete()
+  uint64_t context_base = 0;  // WRITE i carries context context_base + i (a shared CQ's driver tells loads apart)
   proto::SendWqe wqe;         // the WRITE every slot carries (op, sge, remote_addr, rkey, length)
   uint32_t window = 128;      // WRITEs outstanding (posted, not known complete)
   uint32_t signal_every = 1;  // 1: every WRITE signaled
@@ -53,7 +54,12 @@ class WriteLoad {
   WriteLoad(const WriteLoad&) = delete;
   WriteLoad& operator=(const WriteLoad&) = delete;
 
+  // The poller: drains send_cq into complete(), then post_more().
   [[nodiscard]] dataplane::Poller poller() { return dataplane::Poller{&WriteLoad::poll, this}; }
+  // Engine: for a driver that polls one CQ for many loads. complete() takes this load's next completion;
+  // post_more() posts up to the window and returns whether it posted.
+  void complete(const dataplane::CompletionEntry& e) noexcept;
+  bool post_more() noexcept;
 
   // Control thread. stop(): post no more than needed to end on a signaled WRITE.
   void stop() noexcept { stop_.store(true, std::memory_order_relaxed); }

@@ -11,6 +11,7 @@
 // Memory per QP: the process's RSS and DPDK's heap before and after creating and connecting the N QPs, less the
 // application queues this bench allocates for them (counted exactly), divided by N.
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -108,10 +109,20 @@ struct Endpoint {
   }
 };
 
-// Every A's WriteLoad from one poller: kMaxPollers could not hold thousands.
+// Every A's WriteLoad from one poller (kMaxPollers could not hold thousands), through one send CQ that all the
+// A's share, as an application with thousands of QPs shares its CQs: each poll drains that CQ and lets only the
+// loads that got a completion post again, so the driver costs O(messages), not O(QPs), per loop iteration.
 class ManyLoads {
  public:
-  void add(std::unique_ptr<WriteLoad> load) { loads_.push_back(std::move(load)); }
+  static constexpr unsigned kLoadShift = 40;  // a WRITE's context: load index << kLoadShift | its WRITE index
+  explicit ManyLoads(dataplane::CompletionQueue& shared_cq) : cq_(shared_cq) {}
+  void add(WriteLoadSetup setup) {
+    setup.send_cq = &cq_;
+    setup.context_base = uint64_t{loads_.size()} << kLoadShift;
+    loads_.push_back(std::make_unique<WriteLoad>(setup));
+    ready_.reserve(loads_.size());
+    queued_.push_back(0);
+  }
   [[nodiscard]] dataplane::Poller poller() { return dataplane::Poller{&ManyLoads::poll, this}; }
   [[nodiscard]] uint64_t completed() const {
     uint64_t n = 0;
@@ -141,15 +152,38 @@ class ManyLoads {
   }
 
  private:
-  static bool poll(void* self, dataplane::EngineContext& ctx) {
-    bool worked = false;
-    for (auto& l : static_cast<ManyLoads*>(self)->loads_) {
-      const dataplane::Poller p = l->poller();
-      worked |= p.poll(p.self, ctx);
+  static bool poll(void* self, dataplane::EngineContext&) {
+    auto& m = *static_cast<ManyLoads*>(self);
+    if (!m.started_) {  // the first poll fills every window
+      m.started_ = true;
+      for (auto& l : m.loads_) l->post_more();
+      return true;
     }
-    return worked;
+    bool worked = false;
+    while (const dataplane::CompletionEntry* e = m.cq_.peek()) {
+      const auto index = static_cast<std::size_t>(e->completion.context >> kLoadShift);
+      m.loads_[index]->complete(*e);
+      m.cq_.pop();
+      if (m.queued_[index] == 0) {
+        m.queued_[index] = 1;
+        m.ready_.push_back(index);
+      }
+      worked = true;
+    }
+    if (!worked) return false;
+    m.cq_.publish_consumed();
+    for (const std::size_t index : m.ready_) {
+      m.loads_[index]->post_more();
+      m.queued_[index] = 0;
+    }
+    m.ready_.clear();
+    return true;
   }
+  dataplane::CompletionQueue& cq_;
   std::vector<std::unique_ptr<WriteLoad>> loads_;
+  std::vector<std::size_t> ready_;  // loads with a completion this poll, each once
+  std::vector<uint8_t> queued_;     // [load]: in ready_
+  bool started_ = false;
 };
 
 class Bench {
@@ -185,13 +219,13 @@ class Bench {
     auto token = transport_->register_memory(reinterpret_cast<uint64_t>(buffer_.get()), 1 << 20, kAll, kPd);
     if (!token.ok()) return fail("register_memory: " + token.error());
     token_ = token.value();
-    return connect(baseline_, 2, kBaselineWindow);
+    return connect(baseline_, 2, kBaselineWindow, baseline_cq_);
   }
 
   // Creates and connects the N QPs; returns the bytes per QP (RSS and DPDK heap, less the app queues).
   bool make_many(double& bytes_per_qp, double& app_bytes_per_qp) {
     const uint64_t rss0 = rss_bytes(), heap0 = dpdk_heap_bytes();
-    if (!connect(pairs_, options_.qps, kPairSendQueue)) return false;
+    if (!connect(pairs_, options_.qps, kPairSendQueue, pairs_cq_)) return false;
     const uint64_t rss1 = rss_bytes(), heap1 = dpdk_heap_bytes();
     app_bytes_per_qp = static_cast<double>(Endpoint::app_bytes(kPairSendQueue));
     bytes_per_qp = static_cast<double>((rss1 - rss0) + (heap1 - heap0)) / options_.qps - app_bytes_per_qp;
@@ -200,13 +234,12 @@ class Bench {
 
   // Messages per second over `seconds`, all A's of `side` writing `window` each.
   double run(std::vector<std::unique_ptr<Endpoint>>& side, uint32_t window, bool& ok) {
-    ManyLoads loads;
+    ManyLoads loads(&side == &pairs_ ? *pairs_cq_ : *baseline_cq_);
     for (std::size_t i = 0; i < side.size(); i += 2) {
       WriteLoadSetup s;
       s.transport = transport_.get();
       s.qp = side[i]->qp;
       s.send_queue = &side[i]->sq;
-      s.send_cq = &side[i]->scq;
       s.wqe.op = proto::WorkOp::kRdmaWrite;
       s.wqe.num_sge = 1;
       s.wqe.length = kSize;
@@ -215,7 +248,7 @@ class Bench {
       s.wqe.rkey = proto::RemoteToken{token_};
       s.window = window;
       s.signal_every = 1;
-      loads.add(std::make_unique<WriteLoad>(s));
+      loads.add(s);
     }
     dataplane::Engine& engine = dataplane_->engine(0);
     ok = engine.add_poller(loads.poller()).ok();
@@ -252,7 +285,10 @@ class Bench {
   }
 
   // `qps` endpoints, [2k] on port a and [2k + 1] on port b, connected to each other.
-  bool connect(std::vector<std::unique_ptr<Endpoint>>& out, uint32_t qps, uint32_t send_queue) {
+  // The A's (even indices) complete into `shared_cq`, made big enough for every SQ slot of theirs.
+  bool connect(std::vector<std::unique_ptr<Endpoint>>& out, uint32_t qps, uint32_t send_queue,
+               std::unique_ptr<dataplane::CompletionQueue>& shared_cq) {
+    shared_cq = std::make_unique<dataplane::CompletionQueue>(std::bit_ceil((qps / 2 + 1) * send_queue));
     for (uint32_t i = 0; i < qps; ++i) {
       auto e = std::make_unique<Endpoint>(send_queue);
       dataplane::RcQueuePairSetup setup;
@@ -260,7 +296,7 @@ class Bench {
       setup.pd = kPd;
       setup.send_queue = &e->sq;
       setup.receive_queue = &e->rq;
-      setup.send_cq = &e->scq;
+      setup.send_cq = i % 2 == 0 ? shared_cq.get() : &e->scq;
       setup.receive_cq = &e->rcq;
       auto qp = transport_->create_qp(0, setup);
       if (!qp.ok()) return fail("create_qp " + std::to_string(i) + ": " + qp.error());
@@ -297,8 +333,9 @@ class Bench {
   uint32_t token_ = 0;
   std::unique_ptr<Dataplane> dataplane_;
   std::unique_ptr<RcTransport> transport_;
-  std::vector<std::unique_ptr<Endpoint>> baseline_;  // one pair
-  std::vector<std::unique_ptr<Endpoint>> pairs_;     // N QPs
+  std::vector<std::unique_ptr<Endpoint>> baseline_;                     // one pair
+  std::unique_ptr<dataplane::CompletionQueue> pairs_cq_, baseline_cq_;  // the A's send CQ of each side
+  std::vector<std::unique_ptr<Endpoint>> pairs_;                        // N QPs
 };
 
 double median(std::vector<double> v) {

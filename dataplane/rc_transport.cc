@@ -34,6 +34,27 @@ uint32_t next_pow2(uint32_t n) {
 RcQueuePair::RcQueuePair(proto::Qpn qpn, const RcQueuePairSetup& setup, EngineTransport& engine)
     : qpn_(qpn), setup_(setup), engine_(engine) {}
 
+// RcTransport::destroy_qp disarms the wake timer on the engine (forget); a QP destroyed with the engines already
+// stopped is disarmed here, on the wheel the stopped engine left (the engine outlives the transport).
+RcQueuePair::~RcQueuePair() {
+  if (ctx_ != nullptr) cancel_wake(*ctx_);
+}
+
+void RcQueuePair::wake(EngineTimer& timer, EngineContext&) noexcept {
+  auto& qp = *static_cast<RcQueuePair*>(timer.owner());
+  qp.engine_.activate(qp);
+}
+
+void RcQueuePair::sleep_until_deadline(EngineContext& ctx) noexcept {
+  const uint64_t deadline = qp_.next_deadline_ns();
+  if (deadline == 0) return;
+  const uint64_t now = now_ns();
+  const uint64_t delay_ns = deadline > now ? deadline - now : 0;
+  const auto delay_cycles =
+      static_cast<uint64_t>(static_cast<unsigned __int128>(delay_ns) * ctx.tsc_hz() / 1'000'000'000);
+  ctx.timers().schedule_at(wake_timer_, ctx.now() + delay_cycles);
+}
+
 void RcQueuePair::on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex,
                             rte_mbuf* mbuf) {
   auto& qp = *static_cast<RcQueuePair*>(self);
@@ -76,7 +97,7 @@ void RcQueuePair::stop_after_overrun() noexcept {
   }
 }
 
-bool RcQueuePair::poll(EngineContext& ctx) noexcept {
+RcQueuePair::PollResult RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
   if (completions_failed()) [[unlikely]]
     stop_after_overrun();
@@ -97,13 +118,26 @@ bool RcQueuePair::poll(EngineContext& ctx) noexcept {
     // on it completes with STATUS_CANCELLED). An SRQ's receives belong to its other QPs.
     if (!setup_.receive_queue_shared) flush_receives();
   }
-  if (qp_.state() == proto::QpState::kReset) return false;
+  if (qp_.state() == proto::QpState::kReset) return PollResult::kIdle;
   const uint64_t deadline = qp_.next_deadline_ns();
   if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
+  const uint64_t starved_before = qp_.counters().tx_backpressure;
   const unsigned sent = qp_.send(kPacketBudget);
   const unsigned answered = qp_.respond(kPacketBudget);
   publish_send_queue_head();  // the silent retirements since the last completion
-  return sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses();
+  if (qp_.counters().tx_backpressure != starved_before || tx_refused_) [[unlikely]] {
+    tx_refused_ = false;
+    return PollResult::kStarved;
+  }
+  // A QP in the error state flushes whatever is posted, which needs no packet: it stays busy until done.
+  if (sent != 0 || answered != 0 || qp_.has_responses() || qp_.state() == proto::QpState::kError) {
+    const bool more =
+        sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses();
+    return more ? PollResult::kBusy : PollResult::kIdle;
+  }
+  // Nothing moved: whatever is posted waits behind a window (outstanding PSNs, READ credits, a fence, an RNR
+  // wait) that only an incoming packet or a deadline opens, or the requests in flight wait for their ACKs.
+  return qp_.has_unsent_work() || qp_.has_outstanding() ? PollResult::kWaiting : PollResult::kIdle;
 }
 
 uint8_t* RcQueuePair::tx_begin(std::size_t length) {
@@ -112,10 +146,14 @@ uint8_t* RcQueuePair::tx_begin(std::size_t length) {
   // their packets on every round until their retries ran out (uroce_bench_qp_scale, 4000 QPs).
   if (!ctx_->tx_has_room(setup_.port)) [[unlikely]] {
     ctx_->counters().tx_backpressure.add();
+    tx_refused_ = true;
     return nullptr;
   }
   rte_mbuf* m = ctx_->alloc_mbuf();
-  if (m == nullptr) return nullptr;  // empty pool: backpressure, counted by the engine
+  if (m == nullptr) [[unlikely]] {  // empty pool: backpressure, counted by the engine
+    tx_refused_ = true;
+    return nullptr;
+  }
   char* data = rte_pktmbuf_append(m, static_cast<uint16_t>(length));
   if (data == nullptr) {  // frame larger than the data room: a configuration error, never a crash
     rte_pktmbuf_free(m);
@@ -328,7 +366,8 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
 
 // ------------------------------------------------------------ EngineTransport
 
-EngineTransport::EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity) : memory_(memory) {
+EngineTransport::EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity, std::size_t port_count)
+    : memory_(memory), starved_(port_count) {
   const std::string name = "uroce_db" + std::to_string(id);
   // Many application threads ring, one engine drains: MP/SC.
   doorbells_ = rte_ring_create(name.c_str(), next_pow2(doorbell_capacity + 1), SOCKET_ID_ANY, RING_F_SC_DEQ);
@@ -345,11 +384,23 @@ void EngineTransport::activate(RcQueuePair& qp) noexcept {
   active_.push_back(&qp);  // capacity reserved for every QP of the engine
 }
 
-void EngineTransport::forget(RcQueuePair& qp) noexcept {
-  if (qp.active) {
-    qp.active = false;
+void EngineTransport::forget(RcQueuePair& qp, EngineContext& ctx) noexcept {
+  qp.cancel_wake(ctx);
+  if (qp.starved_) {
+    StarvedQueue& q = starved_[qp.setup().port];
+    RcQueuePair** link = &q.head;
+    RcQueuePair* previous = nullptr;
+    while (*link != &qp) {
+      previous = *link;
+      link = &(*link)->next_starved_;
+    }
+    *link = qp.next_starved_;
+    if (q.tail == &qp) q.tail = previous;
+    qp.starved_ = false;
+  } else if (qp.active) {
     active_.erase(std::find(active_.begin(), active_.end(), &qp));
   }
+  qp.active = false;
   // The application may not post while it closes the QP (NDK object lifetime rules),
   // so no new doorbell for it can arrive; drop those already queued.
   RcQueuePair* rung[kMaxRingBurst];
@@ -380,29 +431,88 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
   // telemetry also moves while a QP always has work (a request outstanding, a peer that never answers).
   const bool sync_busy = ctx.now() >= et.next_counter_sync_tsc_;
   if (sync_busy) et.next_counter_sync_tsc_ = ctx.now() + ctx.tsc_hz() / 1000;
+  // The QPs that found their port's TX full go first, oldest first, while their port has room again.
+  for (std::size_t p = 0; p < et.starved_.size(); ++p) {
+    StarvedQueue& q = et.starved_[p];
+    while (q.head != nullptr && ctx.tx_has_room(static_cast<PortIndex>(p))) {
+      RcQueuePair* qp = q.head;
+      q.head = qp->next_starved_;
+      qp->starved_ = false;
+      const PollResult r = qp->poll(ctx);
+      if (r == PollResult::kStarved) {
+        // To the back, even if it sent nothing: a QP with a long message fills the backlog whenever it is polled,
+        // and kept at the front it would shut out the QPs behind it until their retries ran out.
+        if (q.head == nullptr) q.tail = nullptr;
+        et.push_starved(*qp);
+        break;
+      }
+      worked = true;
+      if (r == PollResult::kBusy) {
+        et.active_.push_back(qp);  // polled again below; capacity reserved for every QP of the engine
+      } else {
+        et.go_quiet(*qp, ctx);
+      }
+    }
+    if (q.head == nullptr) q.tail = nullptr;
+  }
   for (std::size_t i = 0; i < et.active_.size();) {
     RcQueuePair* qp = et.active_[i];
-    if (qp->poll(ctx)) {
+    const PollResult r = qp->poll(ctx);
+    if (r == PollResult::kBusy) {
       if (sync_busy) qp->sync_counters(ctx.counters().transport);
       worked = true;
       ++i;
+      continue;
+    }
+    et.active_[i] = et.active_.back();
+    et.active_.pop_back();
+    if (r == PollResult::kStarved) {
+      // Its port's TX is full: polling it again before there is room only burns the iteration (with thousands
+      // of QPs, most of it), so it waits in its port's queue, in order.
+      worked = true;
+      et.push_starved(*qp);
     } else {
-      // Idle: clear the doorbell, then look once more. The poster publishes its tail, then claims; we clear,
-      // then read the tail; both flag accesses are RMWs (release_doorbell), so either its claim finds the flag
-      // clear and rings again, or this poll sees what it posted.
-      qp->release_doorbell();
-      if (qp->poll(ctx)) {
-        worked = true;
-        ++i;
-        continue;
-      }
-      qp->sync_counters(ctx.counters().transport);  // exact whenever the QP is idle
-      qp->active = false;
-      et.active_[i] = et.active_.back();
-      et.active_.pop_back();
+      worked |= et.go_quiet(*qp, ctx);
     }
   }
   return worked;
+}
+
+// Idle, or waiting for a packet or a deadline: clear the doorbell, then look once more. The poster publishes its
+// tail, then claims; we clear, then read the tail; both flag accesses are RMWs (release_doorbell), so either its
+// claim finds the flag clear and rings again, or this poll sees what it posted. Returns whether that poll worked.
+bool EngineTransport::go_quiet(RcQueuePair& qp, EngineContext& ctx) noexcept {
+  qp.release_doorbell();
+  switch (qp.poll(ctx)) {
+    case PollResult::kBusy:
+      active_.push_back(&qp);
+      return true;
+    case PollResult::kStarved:
+      push_starved(qp);
+      return true;
+    case PollResult::kWaiting:
+      // Off the list: a QP waiting for ACKs costs nothing per iteration (with 10 000 QPs on one engine, polling
+      // those that only waited took nearly all its time). on_packet, a doorbell or the wake timer brings it back.
+      qp.sleep_until_deadline(ctx);
+      break;
+    case PollResult::kIdle:
+      break;
+  }
+  qp.sync_counters(ctx.counters().transport);  // exact whenever the QP leaves the list
+  qp.active = false;
+  return false;
+}
+
+void EngineTransport::push_starved(RcQueuePair& qp) noexcept {
+  StarvedQueue& q = starved_[qp.setup().port];
+  qp.starved_ = true;
+  qp.next_starved_ = nullptr;
+  if (q.tail != nullptr) {
+    q.tail->next_starved_ = &qp;
+  } else {
+    q.head = &qp;
+  }
+  q.tail = &qp;
 }
 
 // --------------------------------------------------------------- RcTransport
@@ -418,7 +528,7 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
   t->qp_table_size_ = qp_table_size(max_qps);
   const uint32_t generations = (kQpnLocalMask + 1) / t->qp_table_size_;
   for (EngineId e = 0; e < dataplane.engine_count(); ++e) {
-    t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps));
+    t->engines_.push_back(std::make_unique<EngineTransport>(e, t->memory_, max_qps, dataplane.port_count()));
     QpnSpace& space = t->qpn_spaces_.emplace_back();
     space.in_use.assign(max_qps, false);
     space.in_use[0] = true;              // slot 0 serves no QP (it holds QPN 0 on engine 0)
@@ -555,7 +665,7 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
     qp->ctx_ = &ctx;
     if (qp->qp_.state() != proto::QpState::kReset) qp->qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
     qp->sync_counters(ctx.counters().transport);
-    engines_[e]->forget(*qp);
+    engines_[e]->forget(*qp, ctx);
   });
   if (!s.ok()) return s;
   QpnSpace& space = qpn_spaces_[e];
@@ -565,6 +675,13 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
   space.waiting.insert(local);
   qps_.erase(it);
   return Status{};
+}
+
+std::optional<std::size_t> RcTransport::active_qps(EngineId engine) {
+  std::size_t count = 0;
+  if (!dataplane_.engine(engine).call([&](EngineContext&) { count = engines_[engine]->active_count(); }).ok())
+    return std::nullopt;
+  return count;
 }
 
 uint32_t RcTransport::next_local_index(QpnSpace& space, uint32_t slot, bool take) {

@@ -74,6 +74,9 @@ struct RcPeer {
 class RcQueuePair final : public proto::RcEnv {
  public:
   RcQueuePair(proto::Qpn qpn, const RcQueuePairSetup& setup, EngineTransport& engine);
+  ~RcQueuePair();
+  RcQueuePair(const RcQueuePair&) = delete;
+  RcQueuePair& operator=(const RcQueuePair&) = delete;
 
   [[nodiscard]] proto::Qpn qpn() const noexcept { return qpn_; }
   [[nodiscard]] const RcQueuePairSetup& setup() const noexcept { return setup_; }
@@ -88,9 +91,18 @@ class RcQueuePair final : public proto::RcEnv {
   // --- engine side ---
   static void on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port,
                         rte_mbuf* mbuf);
-  // Sends, responds and runs timers; false when the QP has nothing left to do until
-  // a packet or a doorbell arrives.
-  bool poll(EngineContext& ctx) noexcept;
+  // What poll() found. kBusy: it made progress and may make more (poll again next iteration). kStarved: its port's
+  // TX backlog was full or the pool empty (poll again once the port has room). kWaiting: it has requests in
+  // flight or held back by a window, and nothing moves them but a packet (an ACK, a response), a doorbell or its
+  // deadline (retransmission, RNR): it may leave the active list with its wake timer armed. kIdle: nothing at
+  // all until a packet or a doorbell.
+  enum class PollResult : uint8_t { kBusy, kStarved, kWaiting, kIdle };
+  // Sends, responds and runs timers.
+  PollResult poll(EngineContext& ctx) noexcept;
+  // Engine only: arms the wake timer at the protocol's next deadline (none: a packet or a doorbell wakes it).
+  void sleep_until_deadline(EngineContext& ctx) noexcept;
+  // Engine only: disarms the wake timer (the QP is going away).
+  void cancel_wake(EngineContext& ctx) noexcept { ctx.timers().cancel(wake_timer_); }
   void publish_send_queue_head() noexcept;
 
   // Doorbell de-duplication: true if the caller must enqueue the QP (the flag was clear). The flag stays set
@@ -100,7 +112,7 @@ class RcQueuePair final : public proto::RcEnv {
   // An RMW, not a store: it reads the flag the last ringer set (acquire), so that
   // ringer's SQ tail is visible to the poll that follows.
   void release_doorbell() noexcept { doorbell_pending_.exchange(false, std::memory_order_acq_rel); }
-  bool active = false;  // on the engine's active list (engine only)
+  bool active = false;  // on the engine's active list or its port's starved queue (engine only)
   void sync_counters(TransportCounters& engine_counters) noexcept;
 
   // Any thread: asks the engine to move the QP to the error state (NdkFlush): everything
@@ -151,8 +163,10 @@ class RcQueuePair final : public proto::RcEnv {
 
  private:
   friend class RcTransport;
+  friend class EngineTransport;
 
   void stop_after_overrun() noexcept;
+  static void wake(EngineTimer& timer, EngineContext& ctx) noexcept;
 
   proto::Qpn qpn_;
   RcQueuePairSetup setup_;
@@ -165,6 +179,11 @@ class RcQueuePair final : public proto::RcEnv {
   MemoryTable::ResolveCache local_keys_;
   MemoryTable::ResolveCache remote_keys_;
   uint32_t published_sq_head_ = 0;
+  // Armed while the QP is off the active list waiting for its retransmission or RNR deadline (engine only).
+  EngineTimer wake_timer_{&RcQueuePair::wake, this};
+  RcQueuePair* next_starved_ = nullptr;         // the next QP in its port's starved queue (engine only)
+  bool starved_ = false;                        // in that queue (engine only)
+  bool tx_refused_ = false;                     // tx_begin found no TX room or mbuf during this poll (engine only)
   proto::RcCounters synced_{};                  // what sync_counters() last added to the engine's counters
   std::optional<RcPeer> peer_;                  // set by connect(), before the engine sees the QP connected
   bool flushed_before_connect_ = false;         // engine only
@@ -182,7 +201,7 @@ class RcQueuePair final : public proto::RcEnv {
 
 class EngineTransport {
  public:
-  EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity);
+  EngineTransport(EngineId id, MemoryTable& memory, uint32_t doorbell_capacity, std::size_t port_count);
   ~EngineTransport();
   EngineTransport(const EngineTransport&) = delete;
   EngineTransport& operator=(const EngineTransport&) = delete;
@@ -194,18 +213,30 @@ class EngineTransport {
   // Engine side: the Poller. Drains doorbells into the active list and polls it.
   static bool poll(void* self, EngineContext& ctx);
   void activate(RcQueuePair& qp) noexcept;
-  // Control path, on the engine: forgets `qp` (active list and pending doorbells).
-  void forget(RcQueuePair& qp) noexcept;
+  // Control path, on the engine: forgets `qp` (active list, wake timer and pending doorbells).
+  void forget(RcQueuePair& qp, EngineContext& ctx) noexcept;
+
+  [[nodiscard]] std::size_t active_count() const noexcept { return active_.size(); }  // engine only
 
   // Application threads: multi-producer enqueue onto this engine's doorbell ring.
   bool enqueue_doorbell(RcQueuePair& qp) noexcept;
 
  private:
+  using PollResult = RcQueuePair::PollResult;
+  // The QPs refused TX on one port, in the order they were refused (intrusive through next_starved_).
+  struct StarvedQueue {
+    RcQueuePair* head = nullptr;
+    RcQueuePair* tail = nullptr;
+  };
+  bool go_quiet(RcQueuePair& qp, EngineContext& ctx) noexcept;
+  void push_starved(RcQueuePair& qp) noexcept;
+
   MemoryTable& memory_;  // shared by every engine (memory_table.h)
   rte_ring* doorbells_ = nullptr;
   std::vector<RcQueuePair*> active_;
-  uint64_t ns_per_tsc_q32_ = 0;  // nanoseconds per TSC tick in 32.32 fixed point
-  bool iova_is_va_ = false;      // rte_eal_iova_mode() == RTE_IOVA_VA: a buffer's IOVA is its address
+  std::vector<StarvedQueue> starved_;  // [port]
+  uint64_t ns_per_tsc_q32_ = 0;        // nanoseconds per TSC tick in 32.32 fixed point
+  bool iova_is_va_ = false;            // rte_eal_iova_mode() == RTE_IOVA_VA: a buffer's IOVA is its address
   uint64_t next_counter_sync_tsc_ = 0;
 };
 
@@ -262,6 +293,9 @@ class RcTransport {
     uint32_t memory_slots = 0;
   };
   [[nodiscard]] Usage usage();
+  // Control path: how many QPs engine `engine` polls on each loop iteration (its active list), read on the
+  // engine. None if the engine has stopped.
+  [[nodiscard]] std::optional<std::size_t> active_qps(EngineId engine);
 
   // Control path (the telemetry thread): the QPNs that exist, and one QP's state, peer, PSNs and counters, read
   // on its engine (Engine::call) so the engine's writes are not raced. None if the QP is gone or its engine stopped.

@@ -5,10 +5,13 @@
 // without BTH steering takes.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <random>
 #include <set>
+#include <thread>
 
 #include "dataplane/rc_transport.h"
 #include "dataplane/tests/loopback_fixture.h"
@@ -120,6 +123,76 @@ TEST(RcLoopbackOps, ADestroyedQpnWaitsOutItsTimeWaitButItsSlotServesAtOnce) {
     EXPECT_TRUE(numbers.insert(qpn.value()).second) << "QPN " << qpn.value() << " served again in its time-wait";
   }
   for (auto& p : players) p->release();
+}
+
+// A QP whose requests wait for ACKs does nothing until a packet or its retransmission deadline: it leaves the
+// engine's active list (so 10 000 such QPs cost the loop nothing) and its wake timer brings it back, so every
+// retransmission still happens and the retries still run out. The peer's QP is gone, so nothing answers.
+TEST(RcLoopbackOps, AQpWaitingForAcksLeavesTheActiveListAndItsDeadlineWakesIt) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  proto::RcQpAttributes attrs;
+  attrs.ack_timeout = 10;  // ~4 ms
+  attrs.retry_count = 3;
+  auto [a, b] = world.connected_pair(1024, attrs);
+  ASSERT_TRUE(a && b) << world.error();
+  auto w = a->send(proto::WorkOp::kRdmaWrite, 0, 64, 1);
+  w.remote_addr = b->remote_addr(0);
+  w.rkey = b->rkey();
+  b->release();
+  a->post(w);
+  // Sampled on the engine, between its iterations, while the WRITE waits: a QP polled only because it waits
+  // would be on the list at every sample.
+  unsigned off_the_list = 0, samples = 0;
+  std::optional<proto::Completion> done;
+  while (!(done = a->poll_send())) {
+    const std::optional<std::size_t> active = world.transport().active_qps(0);
+    ASSERT_TRUE(active);
+    ++samples;
+    if (*active == 0) ++off_the_list;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    ASSERT_LT(samples, 20'000u) << "the retransmission deadline never woke the QP";
+  }
+  EXPECT_EQ(done->status, proto::CompletionStatus::kRetryExceeded);
+  const proto::RcCounters& counters = a->qp()->protocol().counters();
+  EXPECT_EQ(counters.local_ack_timeout_err, 4u) << "one expiry per try: the first send and three retries";
+  EXPECT_GT(off_the_list, samples / 2) << off_the_list << " of " << samples << " samples";
+  world.destroy(a, b);
+}
+
+// QPs refused TX (a full backlog) wait in their port's queue, oldest first, and are polled again only once the
+// port has room: nothing is lost, no QP starves until its retries run out, and every WRITE lands.
+TEST(RcLoopbackOps, QpsRefusedTxWaitTheirTurnAndLoseNothing) {
+  config::Config c = loopback_config();
+  c.engine.tx_backlog = 4;  // fewer than one burst of one QP: refusals are certain
+  RcWorld world(c);
+  ASSERT_TRUE(world.ok()) << world.error();
+  constexpr int kPairs = 8, kWrites = 128;
+  constexpr uint32_t kSize = 4096;  // four packets at PMTU 1024
+  std::vector<std::pair<Player*, Player*>> pairs;
+  for (int i = 0; i < kPairs; ++i) {
+    pairs.push_back(world.connected_pair(1024));
+    ASSERT_TRUE(pairs.back().first && pairs.back().second) << world.error();
+  }
+  for (auto& [a, b] : pairs) {
+    fill_pattern(a->buffer, kSize * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
+    for (uint64_t k = 0; k < kWrites; ++k) {
+      auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
+      w.remote_addr = b->remote_addr(k * kSize);
+      w.rkey = b->rkey();
+      a->post(w);
+    }
+  }
+  for (auto& [a, b] : pairs) {
+    for (int k = 0; k < kWrites; ++k) {
+      const auto done = a->wait_send_completion();
+      ASSERT_TRUE(done);
+      ASSERT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
+    }
+    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  }
+  EXPECT_GT(world.dataplane().engine(0).counters().tx_backpressure.read(), 0u) << "the backlog never filled";
+  for (auto& [a, b] : pairs) world.destroy(a, b);
 }
 
 TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
