@@ -1,5 +1,8 @@
 // Completion queues: results, arming and notification delivery, resize, close.
 #include <algorithm>
+#include <memory>
+#include <optional>
+#include <vector>
 
 #include "api/completion_status.h"
 #include "api/provider.h"
@@ -156,30 +159,36 @@ bool CqImpl::notification_due(uint64_t since_ns, uint64_t now_ns) noexcept {
   const uint32_t count = moderation_count_.load(std::memory_order_relaxed);
   const bool count_applies = count != UINT32_MAX && count <= depth_.load(std::memory_order_relaxed);
   if (!count_applies) return interval == kNoLimit;  // a resize left no limit at all: deliver
-  // Resize replaces the rings under this mutex; when it is busy, look again on the notifier's next loop.
-  std::unique_lock lock(attach_mutex_, std::try_to_lock);
-  return lock.owns_lock() && slices_.unconsumed() >= count;
+  // The consumer or a resize may hold the ring lists right now: then look again on the notifier's next loop.
+  const std::optional<uint32_t> unconsumed = slices_.try_unconsumed();
+  return unconsumed && *unconsumed >= count;
 }
 
-// Never loses entries and never quiesces the engines (ND v2 guidance, ndkpi.md §9.2): every slice gets a new
-// ring, each attached QP's engine switches to it between two loop iterations, and the consumer drains the
-// old rings (now final) before the new ones. Finishes inline; the consumer must not poll meanwhile.
+// Never loses entries, never quiesces the consumer and never waits for an engine (ndkpi.md §9.2): every slice
+// gets a new ring, each engine with QPs on this CQ is sent a command that switches them to it, and the consumer,
+// polling meanwhile or not, drains each old ring before its new one once that engine has switched
+// (CompletionSlices). Completes inline: the new depth holds from the engines' next loop iteration.
 NTSTATUS CqImpl::NdkResizeCq(uint32_t cq_depth, RequestCompletion, void*) {
   if (cq_depth == 0 || cq_depth > kMaxCqDepth) return STATUS_INVALID_PARAMETER;
-  if (cq_depth < slices_.queued()) return STATUS_BUFFER_OVERFLOW;
   if (slices_.failed()) return STATUS_INVALID_DEVICE_REQUEST;
   const std::lock_guard lock(attach_mutex_);
+  if (cq_depth < slices_.unconsumed()) return STATUS_BUFFER_OVERFLOW;
   auto rings = slices_.make_rings(cq_depth);
-  bool switched = true;
-  for (QpImpl* qp : qps_) {
-    const dataplane::EngineId e = qp->engine();
-    // Only fails when the engines have stopped (the adapter is going away); the rings are adopted anyway,
-    // so a QP already switched never writes a freed ring.
-    switched &= adapter_.transport().retarget_completions(*qp->transport_qp(), &slices_.ring(e), rings[e].get()).ok();
+  std::vector<CompletionSlices::Seal> seals(rings.size());
+  for (std::size_t e = 0; e < rings.size(); ++e) {
+    auto retarget = std::make_shared<dataplane::RcTransport::Retarget>();
+    for (QpImpl* qp : qps_)
+      if (qp->engine() == e) retarget->qps.push_back(qp->transport_qp());
+    if (retarget->qps.empty()) continue;  // no producer: the old ring is final as it is
+    retarget->from = &slices_.ring(e);
+    retarget->to = rings[e].get();
+    // Fails only when the engine has stopped (the adapter is going away): then nothing writes either ring.
+    if (!adapter_.transport().post_retarget(static_cast<dataplane::EngineId>(e), *retarget).ok()) continue;
+    seals[e] = {&retarget->command.done, retarget};
   }
-  slices_.adopt_rings(std::move(rings));
+  slices_.replace_rings(std::move(rings), std::move(seals));
   depth_.store(cq_depth, std::memory_order_relaxed);
-  return switched ? STATUS_SUCCESS : STATUS_INTERNAL_ERROR;
+  return STATUS_SUCCESS;
 }
 
 }  // namespace uroce::ndk::detail

@@ -141,11 +141,13 @@ class Adapter : public ObjectHeader {
 // them, in any order) and every callback has returned, then stops the engines. Never from a callback.
 void NdkCloseAdapter(Adapter* adapter);
 
-// NDK_CQ_DISPATCH. Consumers serialise NdkGetCqResults, NdkGetCqResultsEx, NdkArmCq (and NdkResizeCq) on one CQ.
+// NDK_CQ_DISPATCH. Consumers serialise NdkGetCqResults, NdkGetCqResultsEx and NdkArmCq on one CQ; NdkResizeCq may
+// come from any thread, while they run.
 class Cq : public ObjectHeader {
  public:
   virtual NTSTATUS NdkCloseCq(CloseCompletion completion, void* request_context) = 0;
-  // Grow or shrink without losing entries (shrinking below what is queued: STATUS_BUFFER_OVERFLOW).
+  // Grow or shrink without losing entries (shrinking below what is queued: STATUS_BUFFER_OVERFLOW), without
+  // quiescing the consumer and without waiting for the engines: the new depth holds from their next loop iteration.
   virtual NTSTATUS NdkResizeCq(uint32_t cq_depth, RequestCompletion completion, void* request_context) = 0;
   // NDK_CQ_NOTIFY_ERRORS / ANY / SOLICITED, merged with an earlier unfired arm per ndkpi.md §10.2.
   virtual void NdkArmCq(uint32_t notify_type) = 0;

@@ -207,7 +207,7 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   [[nodiscard]] dataplane::EngineId home_engine() const noexcept { return home_; }
-  [[nodiscard]] uint32_t queued() const noexcept { return slices_.queued(); }  // consumer side (tests)
+  [[nodiscard]] uint32_t queued() const { return slices_.queued(); }  // consumer side (tests)
   // Overran (ndkpi.md §9.9): this CQ and every QP attached to it are unusable. Any thread.
   [[nodiscard]] bool failed() const noexcept { return slices_.failed(); }
   // Control path (QP create/close): the ring a QP on `engine` completes into, and the QPs to switch on resize.

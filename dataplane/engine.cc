@@ -535,15 +535,17 @@ void Engine::wait_until_done(const EngineCommand& command) {
   }
 }
 
-Status Engine::execute(EngineCommand& command) {
+Status Engine::post(EngineCommand& command) {
   // An engine never blocks: waiting on itself would deadlock, and waiting on another engine stalls its datapath.
   if (rte_lcore_id() != LCORE_ID_ANY && rte_lcore_id() != rte_get_main_lcore())
     return Status::error("engine " + std::to_string(id()) + ": commands are posted from control threads, not engines");
-  {
-    const std::lock_guard lock(control_mutex_);
-    if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
-    if (Status s = post_locked(command); !s.ok()) return s;
-  }
+  const std::lock_guard lock(control_mutex_);
+  if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
+  return post_locked(command);
+}
+
+Status Engine::execute(EngineCommand& command) {
+  if (Status s = post(command); !s.ok()) return s;
   wait_until_done(command);
   return {};
 }

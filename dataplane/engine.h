@@ -242,6 +242,13 @@ class Engine {
   // Control path only: an error if the engine is not running or if called from an engine's lcore.
   template <class Fn>
   [[nodiscard]] Status call(Fn&& fn);
+  // Posts `command` without waiting: it runs on the engine between two loop iterations, in posting order with
+  // every other command, and `command.done` turns true (release) once it has. The caller keeps it alive until
+  // then (Engine::done). Control path; an error if the engine is not running.
+  [[nodiscard]] Status post(EngineCommand& command);
+  [[nodiscard]] static bool done(const EngineCommand& command) noexcept {
+    return command.done.load(std::memory_order_acquire);
+  }
 
   // QP table. The QPN must belong to this engine (engine_of), and its slot (qpn.h) be free; unregister_qp fails
   // unless the QPN is the one registered in its slot.

@@ -810,8 +810,28 @@ void RcTransport::flush(RcQueuePair& qp) noexcept {
   ring_doorbell(qp);
 }
 
-Status RcTransport::retarget_completions(RcQueuePair& qp, CompletionQueue* from, CompletionQueue* to) {
-  return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext&) { qp.retarget_completions(from, to); });
+Status RcTransport::post_retarget(EngineId engine, Retarget& retarget) {
+  // Under the mutex that destroy_qp holds while it takes a QP off its engine: a QP listed here either is gone
+  // already (dropped from the list) or is destroyed by an engine command posted after this one, which the engine
+  // runs after it (the mailbox is FIFO), so the engine never touches a freed QP.
+  std::lock_guard lock(mutex_);
+  std::vector<RcQueuePair*>& listed = retarget.qps;
+  std::sort(listed.begin(), listed.end());
+  std::vector<bool> exists(listed.size());
+  for (const auto& qp : qps_) {
+    const auto it = std::lower_bound(listed.begin(), listed.end(), qp.get());
+    if (it != listed.end() && *it == qp.get()) exists[static_cast<std::size_t>(it - listed.begin())] = true;
+  }
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < listed.size(); ++i)
+    if (exists[i]) listed[kept++] = listed[i];
+  listed.resize(kept);
+  retarget.command.run = [](void* arg, EngineContext&) {
+    auto& r = *static_cast<Retarget*>(arg);
+    for (RcQueuePair* qp : r.qps) qp->retarget_completions(r.from, r.to);
+  };
+  retarget.command.arg = &retarget;
+  return dataplane_.engine(engine).post(retarget.command);
 }
 
 namespace {

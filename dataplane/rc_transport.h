@@ -280,8 +280,17 @@ class RcTransport {
   void ring_doorbell(RcQueuePair& qp) noexcept;
   // NdkFlush: request_flush() and a doorbell. Any thread, lock-free.
   void flush(RcQueuePair& qp) noexcept;
-  // CQ resize: on the QP's engine, completions for `from` go to `to` from now on.
-  [[nodiscard]] Status retarget_completions(RcQueuePair& qp, CompletionQueue* from, CompletionQueue* to);
+  // CQ resize, without waiting on the engine: posts `retarget` to `engine`, where every listed QP that still
+  // exists sends the completions it sent to `from` to `to` from then on. `retarget.command` is done (Engine::done)
+  // once they all have, so `from` takes nothing more; the caller keeps `retarget` alive until then. An error if
+  // the engine is not running (then no QP of it completes anything, into either ring).
+  struct Retarget {
+    EngineCommand command;
+    std::vector<RcQueuePair*> qps;  // all on `engine`
+    CompletionQueue* from = nullptr;
+    CompletionQueue* to = nullptr;
+  };
+  [[nodiscard]] Status post_retarget(EngineId engine, Retarget& retarget);
 
   [[nodiscard]] Dataplane& dataplane() noexcept { return dataplane_; }
   [[nodiscard]] EngineTransport& engine(EngineId e) noexcept { return *engines_[e]; }

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -408,6 +409,45 @@ TEST_F(CqResize, ResizingKeepsEveryEntryInOrder) {
   uint32_t size = sizeof info;
   ASSERT_EQ(adapter().NdkQueryAdapterInfo(&info, &size), STATUS_SUCCESS);
   EXPECT_EQ(a->cq->NdkResizeCq(info.MaxCqDepth + 1, nullptr, nullptr), STATUS_INVALID_PARAMETER);
+}
+
+// ndkpi.md §9.2: a resize never requires quiescing. One thread reaps without pause while another posts WRITEs and
+// resizes the CQ between them, up and down; every completion arrives once and in order, and no resize fails.
+TEST_F(CqResize, ResizingWhileAnotherThreadReapsLosesAndReordersNothing) {
+  PlayerOptions o;
+  o.cq_depth = 64;
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair(o);
+  constexpr uintptr_t kWrites = 20000;
+  constexpr uintptr_t kWindow = 32;  // below the smallest depth used: the CQ never overruns
+  std::atomic<uintptr_t> reaped{0};
+  std::atomic<bool> in_order{true};
+  std::thread reaper([&] {
+    NdkResult r[16];
+    const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+    while (reaped.load() < kWrites && std::chrono::steady_clock::now() < deadline) {
+      const uint32_t n = a->cq->NdkGetCqResults(r, 16);
+      for (uint32_t i = 0; i < n; ++i) {
+        if (reinterpret_cast<uintptr_t>(r[i].RequestContext) != reaped.load() || r[i].Status != STATUS_SUCCESS)
+          in_order.store(false);
+        reaped.fetch_add(1);
+      }
+    }
+  });
+  unsigned resizes = 0;
+  for (uintptr_t i = 0; i < kWrites;) {
+    if (i - reaped.load() >= kWindow) continue;
+    ASSERT_EQ(a->write(*b, 0, 0, 64, i), STATUS_SUCCESS);
+    if (++i % 97 == 0) {
+      ASSERT_EQ(a->cq->NdkResizeCq(resizes % 2 == 0 ? 4096 : 64, nullptr, nullptr), STATUS_SUCCESS);
+      ++resizes;
+    }
+  }
+  reaper.join();
+  EXPECT_EQ(reaped.load(), kWrites);
+  EXPECT_TRUE(in_order.load());
+  EXPECT_GT(resizes, 200u);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 #include <atomic>
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -124,17 +127,109 @@ TEST(CompletionSlices, AnOverrunFailsTheCqAndKeepsWhatWasQueued) {
   EXPECT_TRUE(consume_all(cq).empty());
 }
 
-TEST(CompletionSlices, AResizeDrainsTheOldRingsFirst) {
+// A resize's new ring is read only once the old one is sealed (its producers switched) and drained: before the
+// seal the old ring may still take entries older than the new ring's.
+TEST(CompletionSlices, AResizeDrainsTheOldRingsFirstAndWaitsForTheirSeal) {
   CompletionSlices cq(4, 1, nullptr, nullptr);
   dataplane::CompletionQueue* old = &cq.ring(0);
   for (uint64_t i = 0; i < 3; ++i) ASSERT_TRUE(old->push(completion(i), 1, false));
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{0, 1, 2}));
+  ASSERT_TRUE(old->push(completion(3), 1, false));
+  auto switched = std::make_shared<std::atomic<bool>>(false);
   auto rings = cq.make_rings(64);
   dataplane::CompletionQueue* fresh = rings[0].get();
-  for (uint64_t i = 3; i < 6; ++i) ASSERT_TRUE(fresh->push(completion(i), 1, false));  // the producer switched
-  cq.adopt_rings(std::move(rings));
-  EXPECT_EQ(cq.queued(), 6u);
-  EXPECT_EQ(&cq.ring(0), fresh);
-  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{0, 1, 2, 3, 4, 5}));
+  std::vector<CompletionSlices::Seal> seals(1);
+  seals[0] = {switched.get(), switched};
+  cq.replace_rings(std::move(rings), std::move(seals));
+  EXPECT_EQ(&cq.ring(0), fresh) << "new QPs go to the newest ring at once";
+  ASSERT_TRUE(fresh->push(completion(5), 1, false));  // one producer switched already...
+  ASSERT_TRUE(old->push(completion(4), 1, false));    // ...another had not
+  EXPECT_EQ(cq.queued(), 3u);
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{3, 4})) << "the new ring waits for the old one's seal";
+  ASSERT_TRUE(old->push(completion(6), 1, false));  // still before the switch
+  switched->store(true, std::memory_order_release);
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{6, 5}));
+  ASSERT_TRUE(fresh->push(completion(7), 1, false));
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{7}));
+  EXPECT_EQ(cq.queued(), 0u);
+}
+
+// Resizes from a control thread while two producers append and the consumer polls, none of them pausing
+// (ndkpi.md §9.2: a resize never needs the consumer quiesced). Each producer switches to the newest ring at
+// random moments, as an engine does between two loop iterations, and seals the one it left. Every completion
+// arrives once, in order per producer.
+TEST(CompletionSlicesStress, ResizesWhileProducersAppendAndTheConsumerPolls) {
+  constexpr uint64_t kPerProducer = 12000;  // fewer than a ring holds: a full ring is an overrun, fatal by design
+  constexpr unsigned kResizes = 200;
+  CompletionSlices cq(1u << 15, 2, nullptr, nullptr);
+  std::mutex attach;  // CqImpl's attach mutex: resizes and ring() lookups
+  struct Switch {
+    std::atomic<bool> done{false};
+    dataplane::CompletionQueue* to = nullptr;
+  };
+  std::vector<std::shared_ptr<Switch>> switches[2];  // [slice], in resize order; guarded by `attach`
+  std::atomic<bool> resizing{true};
+  std::vector<std::thread> threads;
+  for (unsigned slice = 0; slice < 2; ++slice) {
+    threads.emplace_back([&, slice] {
+      dataplane::CompletionQueue* ring = nullptr;
+      {
+        const std::lock_guard lock(attach);
+        ring = &cq.ring(slice);
+      }
+      std::size_t next_switch = 0;
+      std::minstd_rand random(slice + 1);
+      for (uint64_t i = 0; i < kPerProducer; ++i) {
+        if (random() % 64 == 0) {  // between two "loop iterations": take the switches queued so far
+          const std::lock_guard lock(attach);
+          for (; next_switch < switches[slice].size(); ++next_switch) {
+            ring = switches[slice][next_switch]->to;
+            switches[slice][next_switch]->done.store(true, std::memory_order_release);
+          }
+        }
+        EXPECT_TRUE(ring->push(completion(i), 1, false, slice));
+        if (i % 1024 == 0) std::this_thread::sleep_for(std::chrono::microseconds(50));  // resizes land mid-stream
+      }
+      // Resizes after the last append switch nobody; seal them so the consumer can move on.
+      while (resizing.load()) {
+        const std::lock_guard lock(attach);
+        for (; next_switch < switches[slice].size(); ++next_switch)
+          switches[slice][next_switch]->done.store(true, std::memory_order_release);
+      }
+      const std::lock_guard lock(attach);
+      for (; next_switch < switches[slice].size(); ++next_switch)
+        switches[slice][next_switch]->done.store(true, std::memory_order_release);
+    });
+  }
+  threads.emplace_back([&] {
+    for (unsigned r = 0; r < kResizes; ++r) {
+      {
+        const std::lock_guard lock(attach);
+        auto rings = cq.make_rings(r % 2 == 0 ? 1u << 15 : 1u << 14);
+        std::vector<CompletionSlices::Seal> seals(2);
+        for (unsigned s = 0; s < 2; ++s) {
+          auto sw = std::make_shared<Switch>();
+          sw->to = rings[s].get();
+          seals[s] = {&sw->done, sw};
+          switches[s].push_back(sw);
+        }
+        cq.replace_rings(std::move(rings), std::move(seals));
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    resizing.store(false);
+  });
+  uint64_t next[2] = {0, 0};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+  while (next[0] + next[1] < 2 * kPerProducer) {
+    (void)cq.consume(256, [&](const dataplane::CompletionEntry& e) {
+      EXPECT_EQ(e.completion.context, next[e.qp_context]) << "slice " << e.qp_context;
+      ++next[e.qp_context];
+    });
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "stuck after " << next[0] + next[1];
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(cq.queued(), 0u);
 }
 
 // Two engines append to their slices while the consumer polls, and when it finds nothing arms ANY and waits
