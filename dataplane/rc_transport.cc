@@ -437,12 +437,12 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
     while (q.head != nullptr && ctx.tx_has_room(static_cast<PortIndex>(p))) {
       RcQueuePair* qp = q.head;
       q.head = qp->next_starved_;
+      if (q.head == nullptr) q.tail = nullptr;  // before anything below queues a QP again
       qp->starved_ = false;
       const PollResult r = qp->poll(ctx);
       if (r == PollResult::kStarved) {
         // To the back, even if it sent nothing: a QP with a long message fills the backlog whenever it is polled,
         // and kept at the front it would shut out the QPs behind it until their retries ran out.
-        if (q.head == nullptr) q.tail = nullptr;
         et.push_starved(*qp);
         break;
       }
@@ -453,7 +453,6 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
         et.go_quiet(*qp, ctx);
       }
     }
-    if (q.head == nullptr) q.tail = nullptr;
   }
   for (std::size_t i = 0; i < et.active_.size();) {
     RcQueuePair* qp = et.active_[i];
