@@ -51,6 +51,7 @@ NTSTATUS Lifetime::close(CloseCompletion completion, void* context) noexcept {
   closing_.store(true, std::memory_order_release);
   // acq_rel: whoever lets go last sees completion_/waiter_ set above.
   if (references_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    if (completion != nullptr && destroy_elsewhere()) return STATUS_PENDING;  // the completion runs there
     completion_ = nullptr;  // finished inline: STATUS_SUCCESS means the completion is never called
     waiter_ = nullptr;
     last_reference_gone();

@@ -14,8 +14,10 @@
 //   * Every other request (register, deregister, initialize fast register, resize, modify SRQ) finishes
 //     inline: it never returns STATUS_PENDING, so its completion callback is never called.
 //   * Closes return STATUS_SUCCESS, or STATUS_PENDING while successors are open or a notification is being
-//     delivered (ndkpi.md §10.3); then the close completion runs when the last of them goes. A close with a
-//     null completion waits instead (never call it from a callback it would wait for).
+//     delivered (ndkpi.md §10.3); then the close completion runs when the last of them goes. NdkCloseQp with a
+//     completion always returns STATUS_PENDING: the QP leaves its engine's tables on the engine, which a control
+//     thread waits for, not the caller. A close with a null completion waits instead (never call it from a
+//     callback it would wait for).
 //   * Posting and polling take no locks and never block or allocate. Initiator posts on a QP that is not
 //     connected fail with STATUS_CONNECTION_INVALID; receives may be posted before connecting.
 //   * Notifications (CQ, SRQ) and async completions run on a TBB task arena, never on an engine thread,

@@ -77,6 +77,10 @@ class Lifetime {
   [[nodiscard]] bool closing() const noexcept { return closing_.load(std::memory_order_acquire); }
   // The adapter overrides this: it is not deleted by its last reference but by NdkCloseAdapter.
   virtual void last_reference_gone() noexcept;
+  // An object whose destruction waits on an engine (a QP leaves its engine's tables) overrides this to hand
+  // last_reference_gone() to a control thread and return true: a close with a completion then returns
+  // STATUS_PENDING instead of waiting (ndkpi.md §3, §11: calls do not block).
+  virtual bool destroy_elsewhere() noexcept { return false; }
 
  private:
   std::atomic<uint32_t> references_{1};
@@ -433,6 +437,8 @@ class QpImpl final : public Qp, public Lifetime {
   [[nodiscard]] uint32_t published_send_tail() const noexcept { return sq_.producer_tail(); }
 
  private:
+  // The transport QP leaves its engine's tables on the engine (RcTransport::destroy_qp): on the notifier's arena.
+  bool destroy_elsewhere() noexcept override;
   NTSTATUS connect(const UroceConnectAttributes& attributes);
   // The initiator-queue post protocol: check, fill the next slot, then commit (publish + doorbell unless
   // DEFER) or fail (publish what DEFER held back first: ndkpi.md §10.6).

@@ -152,6 +152,16 @@ QpImpl::~QpImpl() {
   if (srq_ != nullptr) srq_->release();
 }
 
+bool QpImpl::destroy_elsewhere() noexcept {
+  if (transport_qp_ == nullptr) return false;  // never started: nothing on an engine
+  try {
+    adapter_.notifier().run([this] { last_reference_gone(); });
+  } catch (...) {
+    return false;  // no memory for the task: destroy inline after all
+  }
+  return true;
+}
+
 NTSTATUS QpImpl::NdkCloseQp(CloseCompletion completion, void* request_context) {
   if (transport_qp_ != nullptr) NdkFlush();  // ndkpi.md §10.3: close starts cancelling pending work
   return close(completion, request_context);

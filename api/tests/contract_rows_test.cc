@@ -2,7 +2,7 @@
 // READ past the remote region (H12), a SendAndInvalidate naming a token the receiver does not have (H15), INLINE
 // on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
-// NdkFlush concurrent with posting (H3).
+// NdkFlush concurrent with posting (H3); and a QP close that never waits for its engine (L8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -250,6 +250,53 @@ TEST_F(ContractRows, FlushConcurrentWithPostingCompletesEveryAcceptedPost) {
       EXPECT_FALSE(cancelled_seen) << "a success after a cancelled request";
     }
   }
+}
+
+// L8 (ndkpi.md §3, §11): calls do not block. A QP's destruction waits on its engine (it leaves the engine's
+// tables there), so NdkCloseQp with a completion returns STATUS_PENDING at once, even with the engine stuck, and
+// the completion runs once the engine has let the QP go.
+TEST_F(ContractRows, CloseQpWithACompletionNeverWaitsForTheEngine) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Qp* qp = nullptr;
+  ASSERT_EQ(a->pd->NdkCreateQp(a->cq, a->cq, nullptr, 16, 16, 1, 1, 0, nullptr, nullptr, &qp), STATUS_SUCCESS);
+  // A poller that holds engine 0 (player A's, and the new QP's) inside one loop iteration until released.
+  struct Stuck {
+    std::atomic<bool> hold{true};
+    std::atomic<bool> holding{false};
+    static bool poll(void* self, dataplane::EngineContext&) {
+      auto& s = *static_cast<Stuck*>(self);
+      while (s.hold.load()) s.holding.store(true);
+      return false;
+    }
+  } stuck;
+  dataplane::Engine& engine = static_cast<detail::AdapterImpl&>(adapter()).dataplane().engine(a->options.engine);
+  ASSERT_TRUE(engine.add_poller({&Stuck::poll, &stuck}).ok());
+  while (!stuck.holding.load()) std::this_thread::yield();
+  std::atomic<bool> closed{false};
+  std::atomic<bool> returned{false};
+  NTSTATUS status = STATUS_SUCCESS;
+  std::thread closer([&] {
+    status = qp->NdkCloseQp([](void* context) { static_cast<std::atomic<bool>*>(context)->store(true); }, &closed);
+    returned.store(true);
+  });
+  // The engine stays stuck until the close returned (or, if it never does, for kGenerous, so the test ends).
+  const auto deadline = std::chrono::steady_clock::now() + kGenerous;
+  while (!returned.load() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  const bool returned_while_stuck = returned.load();
+  const bool closed_while_stuck = closed.load();
+  stuck.hold.store(false);
+  closer.join();
+  EXPECT_TRUE(returned_while_stuck) << "NdkCloseQp waited for the engine";
+  EXPECT_EQ(status, STATUS_PENDING);
+  EXPECT_FALSE(closed_while_stuck) << "the QP cannot have left a stuck engine";
+  const auto later = std::chrono::steady_clock::now() + kGenerous;
+  while (!closed.load()) {  // the completion, once the engine moves again
+    ASSERT_LT(std::chrono::steady_clock::now(), later) << "the close never completed";
+    std::this_thread::yield();
+  }
+  ASSERT_TRUE(engine.remove_poller(&stuck).ok());
 }
 
 }  // namespace
