@@ -299,5 +299,41 @@ TEST_F(ContractRows, CloseQpWithACompletionNeverWaitsForTheEngine) {
   ASSERT_TRUE(engine.remove_poller(&stuck).ok());
 }
 
+// Exhaustion (issue #14): registering into a full memory table is STATUS_INSUFFICIENT_RESOURCES, touches no
+// existing registration, and a deregistration makes room again.
+TEST_F(ContractRows, AFullMemoryTableIsInsufficientResourcesAndLosesNothing) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  std::vector<Mr*> mrs;
+  NTSTATUS last = STATUS_SUCCESS;
+  constexpr std::size_t kMoreThanTheTable = (std::size_t{1} << 16) + 16;
+  while (mrs.size() < kMoreThanTheTable) {
+    Mr* mr = nullptr;
+    ASSERT_EQ(a->pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+    last = mr->NdkRegisterMr(a->buffer, 4096, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr);
+    if (last != STATUS_SUCCESS) {
+      EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+      break;
+    }
+    mrs.push_back(mr);
+  }
+  EXPECT_EQ(last, STATUS_INSUFFICIENT_RESOURCES) << "after " << mrs.size() << " registrations";
+  // The registrations that exist still work: a WRITE through the pair's own regions lands.
+  std::memset(a->buffer, 0x3c, 256);
+  ASSERT_EQ(a->write(*b, 0, 0, 256, 1), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(b->buffer, a->buffer, 256), 0);
+  // One deregistration makes room for one registration.
+  ASSERT_FALSE(mrs.empty());
+  ASSERT_EQ(mrs.back()->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mrs.back()->NdkRegisterMr(a->buffer, 4096, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr),
+            STATUS_SUCCESS);
+  for (Mr* mr : mrs) {
+    EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+    EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  }
+}
+
 }  // namespace
 }  // namespace uroce::ndk::testing

@@ -195,6 +195,35 @@ TEST(RcLoopbackOps, QpsRefusedTxWaitTheirTurnAndLoseNothing) {
   for (auto& [a, b] : pairs) world.destroy(a, b);
 }
 
+// Exhaustion (issue #14): a pool too small for the messages in flight runs empty; the QPs hold their packets
+// back (counted in mbuf_alloc_failures) and send them once mbufs come back, and every byte lands.
+TEST(RcLoopbackOps, AnEmptyMempoolHoldsPacketsBackAndLosesNothing) {
+  config::Config c = loopback_config();
+  c.engine.mbufs_per_engine = 127;
+  c.engine.mbuf_cache = 0;
+  RcWorld world(c);
+  ASSERT_TRUE(world.ok()) << world.error();
+  auto [a, b] = world.connected_pair(1024);
+  ASSERT_TRUE(a && b) << world.error();
+  constexpr uint32_t kSize = 64 * 1024;  // 64 packets each
+  constexpr uint64_t kWrites = 8;
+  fill_pattern(a->buffer, kSize * kWrites, 9);
+  for (uint64_t k = 0; k < kWrites; ++k) {
+    auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
+    w.remote_addr = b->remote_addr(k * kSize);
+    w.rkey = b->rkey();
+    a->post(w);
+  }
+  for (uint64_t k = 0; k < kWrites; ++k) {
+    const auto done = a->wait_send_completion();
+    ASSERT_TRUE(done);
+    ASSERT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
+  }
+  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  EXPECT_GT(world.dataplane().engine(0).counters().mbuf_alloc_failures.read(), 0u) << "the pool never ran empty";
+  world.destroy(a, b);
+}
+
 TEST(RcLoopbackOps, AtomicsAndRedirectCounters) {
   RcWorld world(loopback_config());
   ASSERT_TRUE(world.ok()) << world.error();
