@@ -387,15 +387,19 @@ void EngineTransport::activate(RcQueuePair& qp) noexcept {
 void EngineTransport::forget(RcQueuePair& qp, EngineContext& ctx) noexcept {
   qp.cancel_wake(ctx);
   if (qp.starved_) {
-    StarvedQueue& q = starved_[qp.setup().port];
-    RcQueuePair** link = &q.head;
-    RcQueuePair* previous = nullptr;
-    while (*link != &qp) {
-      previous = *link;
-      link = &(*link)->next_starved_;
+    // Every port's queue: the QP is in the one of the port it sent on, whatever its setup says by now.
+    for (StarvedQueue& q : starved_) {
+      RcQueuePair* previous = nullptr;
+      for (RcQueuePair** link = &q.head; *link != nullptr; link = &(*link)->next_starved_) {
+        if (*link != &qp) {
+          previous = *link;
+          continue;
+        }
+        *link = qp.next_starved_;
+        if (q.tail == &qp) q.tail = previous;
+        break;
+      }
     }
-    *link = qp.next_starved_;
-    if (q.tail == &qp) q.tail = previous;
     qp.starved_ = false;
   } else if (qp.active) {
     active_.erase(std::find(active_.begin(), active_.end(), &qp));
