@@ -121,11 +121,10 @@ RcQueuePair::PollResult RcQueuePair::poll(EngineContext& ctx) noexcept {
   if (qp_.state() == proto::QpState::kReset) return PollResult::kIdle;
   const uint64_t deadline = qp_.next_deadline_ns();
   if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
-  const uint64_t starved_before = qp_.counters().tx_backpressure;
   const unsigned sent = qp_.send(kPacketBudget);
   const unsigned answered = qp_.respond(kPacketBudget);
   publish_send_queue_head();  // the silent retirements since the last completion
-  if (qp_.counters().tx_backpressure != starved_before || tx_refused_) [[unlikely]] {
+  if (tx_refused_) [[unlikely]] {
     tx_refused_ = false;
     return PollResult::kStarved;
   }
@@ -156,6 +155,7 @@ uint8_t* RcQueuePair::tx_begin(std::size_t length) {
   }
   char* data = rte_pktmbuf_append(m, static_cast<uint16_t>(length));
   if (data == nullptr) {  // frame larger than the data room: a configuration error, never a crash
+    tx_refused_ = true;
     rte_pktmbuf_free(m);
     return nullptr;
   }
