@@ -51,7 +51,7 @@ void RcQueuePair::sleep_until_deadline(EngineContext& ctx) noexcept {
   const uint64_t now = now_ns();
   const uint64_t delay_ns = deadline > now ? deadline - now : 0;
   const auto delay_cycles =
-      static_cast<uint64_t>(static_cast<unsigned __int128>(delay_ns) * ctx.tsc_hz() / 1'000'000'000);
+      static_cast<uint64_t>((static_cast<unsigned __int128>(delay_ns) * engine_.tsc_per_ns_q32()) >> 32);
   ctx.timers().schedule_at(wake_timer_, ctx.now() + delay_cycles);
 }
 
@@ -373,6 +373,7 @@ EngineTransport::EngineTransport(EngineId id, MemoryTable& memory, uint32_t door
   doorbells_ = rte_ring_create(name.c_str(), next_pow2(doorbell_capacity + 1), SOCKET_ID_ANY, RING_F_SC_DEQ);
   active_.reserve(doorbell_capacity);  // never grows on the datapath
   ns_per_tsc_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(1'000'000'000) << 32) / rte_get_tsc_hz());
+  tsc_per_ns_q32_ = static_cast<uint64_t>((static_cast<unsigned __int128>(rte_get_tsc_hz()) << 32) / 1'000'000'000);
   iova_is_va_ = rte_eal_iova_mode() == RTE_IOVA_VA;
 }
 

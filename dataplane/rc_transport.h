@@ -208,6 +208,7 @@ class EngineTransport {
 
   [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
   [[nodiscard]] uint64_t ns_per_tsc_q32() const noexcept { return ns_per_tsc_q32_; }
+  [[nodiscard]] uint64_t tsc_per_ns_q32() const noexcept { return tsc_per_ns_q32_; }
   [[nodiscard]] bool iova_is_va() const noexcept { return iova_is_va_; }
 
   // Engine side: the Poller. Drains doorbells into the active list and polls it.
@@ -236,6 +237,7 @@ class EngineTransport {
   std::vector<RcQueuePair*> active_;
   std::vector<StarvedQueue> starved_;  // [port]
   uint64_t ns_per_tsc_q32_ = 0;        // nanoseconds per TSC tick in 32.32 fixed point
+  uint64_t tsc_per_ns_q32_ = 0;        // and its inverse: no division when a QP parks
   bool iova_is_va_ = false;            // rte_eal_iova_mode() == RTE_IOVA_VA: a buffer's IOVA is its address
   uint64_t next_counter_sync_tsc_ = 0;
 };
