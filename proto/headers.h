@@ -59,6 +59,11 @@ struct Ipv4 {
   static constexpr WireField<Ipv4Addr, 16, 4> dst{};
 };
 
+// The IP ECN field (RFC 3168), the low two bits of the IPv4 TOS and of the IPv6 traffic class.
+inline constexpr uint8_t kEcnNotEct = 0;
+inline constexpr uint8_t kEcnEct0 = 2;
+inline constexpr uint8_t kEcnCe = 3;  // a congested queue marked the packet (ECT(1) is 1)
+
 struct Ipv6 {
   static constexpr std::size_t kSize = 40;  // no extension headers on RoCEv2
   static constexpr std::size_t kSrcOffset = 8;

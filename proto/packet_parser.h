@@ -97,6 +97,10 @@ struct ParsedPacket {
     return frame.subspan(payload_offset, payload_length);
   }
   [[nodiscard]] uint32_t wire_icrc() const noexcept { return icrc_load(frame.data() + icrc_offset); }
+  // The IP header's ECN field (RFC 3168): 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE (a switch saw congestion).
+  [[nodiscard]] uint8_t ecn() const noexcept {
+    return ip_version == IpVersion::kV4 ? ipv4().get(Ipv4::ecn) : ipv6().get(Ipv6::traffic_class) & 0x3;
+  }
 };
 
 // True for the packets whose ICRC check ParseOptions::defer_payload_icrc defers: RC RDMA WRITE FIRST, MIDDLE,

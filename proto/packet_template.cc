@@ -122,6 +122,25 @@ void PacketTemplate::seal(uint8_t* out, const Stamped& stamped, std::size_t payl
   icrc_store(icrc, icrc_compute(out + l3_offset_, static_cast<std::size_t>(icrc - (out + l3_offset_)), ip_version_));
 }
 
+// CNPs are rare (at most one per QP per NP interval): built with the general stamp, then patched, with the IPv4
+// checksum recomputed whole. The ICRC masks the TOS / traffic class and BECN, so it could be sealed either side of
+// the patch.
+std::size_t PacketTemplate::stamp_cnp(uint8_t* out, uint8_t traffic_class) const noexcept {
+  const Stamped st = stamp(out, Opcode::kCnp, 0, Psn{0}, 0);
+  std::memset(st.ext, 0, CnpBody::kSize);
+  uint8_t* const l3 = out + l3_offset_;
+  if (ip_version_ == IpVersion::kV4) {
+    const MutView<Ipv4> ip{l3};
+    ip.set(Ipv4::tos, traffic_class);
+    ip.set(Ipv4::checksum, ipv4_header_checksum(l3));
+  } else {
+    MutView<Ipv6>{l3}.set(Ipv6::traffic_class, traffic_class);
+  }
+  MutView<Bth>{st.ext - Bth::kSize}.set(Bth::becn, true);
+  seal(out, st, 0);
+  return st.frame_length;
+}
+
 }  // namespace uroce::proto
 
 namespace uroce::proto {

@@ -65,6 +65,12 @@ class PacketTemplate {
   void seal_split(const uint8_t* out, const Stamped& stamped, const uint8_t* payload, std::size_t payload_length,
                   uint8_t* tail) const noexcept;
 
+  // Builds a whole CNP back along this path into `out` (frame_length(Opcode::kCnp, 0) bytes) and returns its
+  // length (rocev2.md §7.2): BTH opcode 0x81 with BECN set, the template's P_Key and destination QP (the QP whose
+  // packets were marked), PSN 0, 16 reserved zero bytes, the ICRC; `traffic_class` is the IP TOS / traffic class
+  // byte (DSCP << 2 | ECN), which CNPs take apart from data so that they can bypass the congested queue.
+  std::size_t stamp_cnp(uint8_t* out, uint8_t traffic_class) const noexcept;
+
   [[nodiscard]] IpVersion ip_version() const noexcept { return ip_version_; }
 
   // True when `p` came back along this path: the same IP version, from the address these headers send to, to

@@ -14,6 +14,8 @@ void RcQp::restart_timer() noexcept {
 
 uint64_t RcQp::next_deadline_ns() const noexcept {
   if (rnr_deadline_ns_ != 0) return rnr_deadline_ns_;
+  if (pace_deadline_ns_ != 0 && (retransmit_deadline_ns_ == 0 || pace_deadline_ns_ < retransmit_deadline_ns_))
+    return pace_deadline_ns_;  // the pacer holds a packet back until then (on_timer() has nothing to do for it)
   return retransmit_deadline_ns_;
 }
 
@@ -288,40 +290,66 @@ void RcQp::on_timer() noexcept {
   retry_or_fail(CompletionStatus::kRetryExceeded);
 }
 
+void RcQp::on_packet(const ParsedPacket& p) noexcept {
+  const uint64_t icrc_errors = counters_.rx_icrc_errors;
+  // The notification point (rocev2.md §7.1): a CE mark on a packet from the connected peer whose ICRC held (a
+  // fused WRITE checks its ICRC while it is placed, so this is decided after it) asks for a CNP. The ECN bits
+  // are masked out of the ICRC, as switches rewrite them.
+  if (accept_packet(p) && attrs_.notify_congestion && p.ecn() == kEcnCe && p.info->transport == Transport::kRc &&
+      counters_.rx_icrc_errors == icrc_errors)
+    note_congestion_experienced();
+}
+
+// A CNP from the connected peer for this QP: the reaction point (DCQCN) cuts the QP's rate. Not acknowledged, not
+// sequenced: its PSN means nothing.
+void RcQp::on_congestion_notification() noexcept {
+  if (!attrs_.rate_control || state_ != QpState::kReadyToSend) {
+    ++counters_.rp_cnp_ignored;
+    return;
+  }
+  ++counters_.rp_cnp_handled;
+  rate_.on_cnp(env_->now_ns());
+}
+
 // Every packet is checked against the connected path before anything acts on it (treat every peer as an
 // attacker): the QP's state, the addresses, the P_Key and the transport. Each drop is counted by its reason.
-void RcQp::on_packet(const ParsedPacket& p) noexcept {
+// Returns false for a packet dropped by those checks.
+bool RcQp::accept_packet(const ParsedPacket& p) noexcept {
   // A deferred ICRC is checked before anything below looks at the packet, unless the packet is a WRITE whose
   // payload the responder can place while it checks (fused_write_candidate; the reasoning is there).
   icrc_unverified_ = p.icrc_deferred;
-  if (icrc_unverified_ && !fused_write_candidate(p) && !settle_icrc(p)) return;
+  if (icrc_unverified_ && !fused_write_candidate(p) && !settle_icrc(p)) return false;
   if (state_ == QpState::kError || state_ == QpState::kReset || state_ == QpState::kInit) {
     ++counters_.rx_qp_not_ready;
-    return;
+    return false;
   }
   if (!headers_.is_reply(p)) {
     ++counters_.rx_path_mismatch;
-    return;
+    return false;
   }
   if (!pkey_matches(p.bth().get(Bth::pkey), attrs_.pkey)) {
     ++counters_.rx_pkey_mismatch;
-    return;
+    return false;
+  }
+  if (p.info->transport == Transport::kCnp) {
+    on_congestion_notification();
+    return true;
   }
   if (p.info->transport != Transport::kRc) {
     ++counters_.rx_wrong_transport;
-    return;
+    return false;
   }
   if (p.info->is(kRequest)) {
     on_request(p);
-    return;
+    return true;
   }
   if (state_ != QpState::kReadyToSend) {
     ++counters_.rx_qp_not_ready;
-    return;
+    return false;
   }
   if (!in_response_window(p.bth().get(Bth::psn))) {  // a duplicate, a stray, or a forgery
     ++counters_.req_response_out_of_window;
-    return;
+    return false;
   }
   switch (p.info->operation) {
     case Operation::kAcknowledge:
@@ -337,6 +365,7 @@ void RcQp::on_packet(const ParsedPacket& p) noexcept {
       ++counters_.req_unexpected_response;
       break;
   }
+  return true;
 }
 
 }  // namespace uroce::proto

@@ -117,7 +117,9 @@ class RcQp {
     return state_ == QpState::kError ? sq_oldest_ != env_->send_queue_tail() : sq_next_ != env_->send_queue_tail();
   }
   // True when the responder has READ responses, atomic ACKs or an ACK/NAK to send.
-  [[nodiscard]] bool has_responses() const noexcept { return resp_head_ != resp_tail_ || ack_pending_; }
+  [[nodiscard]] bool has_responses() const noexcept { return resp_head_ != resp_tail_ || ack_pending_ || cnp_pending_; }
+  // The reaction point's rate (DCQCN), for reports and tests.
+  [[nodiscard]] const DcqcnRate& rate() const noexcept { return rate_; }
 
  private:
   // --- requester (rc_requester.cc) ---
@@ -144,7 +146,8 @@ class RcQp {
   bool start_wqe(uint32_t index) noexcept;
   void execute_local(uint32_t index) noexcept;
   void retire_local_operations() noexcept;
-  bool send_packet(const SendWqe& w, WqeProgress& pr) noexcept;
+  [[nodiscard]] bool may_send_packet() noexcept;
+  std::size_t send_packet(const SendWqe& w, WqeProgress& pr) noexcept;
   void retire_read(WqeProgress& pr) noexcept;
   void flush_posted() noexcept;
   void enter_error(CompletionStatus status, uint32_t failing_index) noexcept;
@@ -157,6 +160,8 @@ class RcQp {
   void on_ack(const ParsedPacket& p) noexcept;
   void on_read_response(const ParsedPacket& p) noexcept;
   void on_atomic_ack(const ParsedPacket& p) noexcept;
+  bool accept_packet(const ParsedPacket& p) noexcept;
+  void on_congestion_notification() noexcept;
   void go_back_n() noexcept;
   void retry_or_fail(CompletionStatus exhausted) noexcept;
   void on_lost_response() noexcept;
@@ -205,6 +210,8 @@ class RcQp {
   bool send_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_credit_ack(Psn psn) noexcept;
+  void note_congestion_experienced() noexcept;
+  bool send_cnp() noexcept;
   void fail_held_receive(CompletionStatus status) noexcept;
   void responder_fail(Psn psn, NakCode code, CompletionStatus local) noexcept;
   [[nodiscard]] AethSyndrome ack_syndrome() const noexcept;
@@ -232,6 +239,10 @@ class RcQp {
   bool retry_pending_ = false;  // a go-back-N pass is in progress: ignore further sequence NAKs for it
   uint64_t retransmit_deadline_ns_ = 0;
   uint64_t rnr_deadline_ns_ = 0;
+  // Congestion control: the DCQCN rate (reaction point), and when the pacer next lets a packet out if it held one
+  // back (0: it holds nothing).
+  DcqcnRate rate_{};
+  uint64_t pace_deadline_ns_ = 0;
 
   // Responder state.
   Psn expected_psn_{};
@@ -261,6 +272,10 @@ class RcQp {
   Psn ack_psn_{};
   AethSyndrome ack_syndrome_pending_{0x1F};
   bool ack_syndrome_at_send_ = false;  // a plain ACK: its credit count is read when it is sent
+  // Notification point: a CNP is due, and when the last one was (one per min_time_between_cnps_ns at most).
+  bool cnp_pending_ = false;
+  bool cnp_sent_before_ = false;
+  uint64_t last_cnp_ns_ = 0;
 };
 
 // Small steps the requester and completer share, inline: each runs once or more per message.

@@ -76,6 +76,9 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   expected_psn_ = attrs.receive_psn;
   retries_left_ = attrs.retry_count;
   rnr_retries_left_ = attrs.rnr_retry;
+  rate_ = attrs.rate_control ? DcqcnRate(attrs.dcqcn) : DcqcnRate{};
+  pace_deadline_ns_ = 0;
+  cnp_pending_ = cnp_sent_before_ = false;
   state_ = QpState::kReadyToSend;
 }
 
@@ -106,6 +109,7 @@ unsigned RcQp::send(unsigned budget) noexcept {
     return 0;
   }
   if (state_ != QpState::kReadyToSend || rnr_deadline_ns_ != 0) return 0;
+  pace_deadline_ns_ = 0;
   const uint32_t tail = env_->send_queue_tail();
   unsigned sent = 0;
   unsigned executed = 0;  // local operations: no packet, but they count against the budget
@@ -125,6 +129,7 @@ unsigned RcQp::send(unsigned budget) noexcept {
       if (state_ == QpState::kError || pr.local_status != CompletionStatus::kSuccess) break;
       continue;
     }
+    if (!may_send_packet()) break;
     if (send_offset_ == 0) {
       // Windows that hold a WQE back before its first packet (IBTA 9.7.5.1.3, 10.8.3.3).
       if ((w.flags & kWqeReadFence) && reads_in_flight_ > 0) break;
@@ -132,14 +137,30 @@ unsigned RcQp::send(unsigned budget) noexcept {
       if (distance(next_psn_, unacked_psn_) >= kMaxOutstandingPsns) break;
       if (!pr.started && !start_wqe(sq_next_)) return sent;
     }
-    if (!send_packet(w, pr)) {
+    const std::size_t frame_length = send_packet(w, pr);
+    if (frame_length == 0) {
       ++counters_.tx_backpressure;
       break;
     }
+    if (rate_.limited()) rate_.on_sent(static_cast<uint32_t>(frame_length), env_->now_ns());
     ++sent;
   }
   if (sent != 0 && retransmit_deadline_ns_ == 0) restart_timer();
   return sent + executed;
+}
+
+// The windows every request packet passes, first transmission or not: the cap on packets in flight and the
+// DCQCN pacer (rocev2.md §7). A QP held by either waits for an ACK, or for pace_deadline_ns_.
+bool RcQp::may_send_packet() noexcept {
+  if (attrs_.max_packets_in_flight != 0 &&
+      distance(next_psn_, unacked_psn_) >= static_cast<int32_t>(attrs_.max_packets_in_flight))
+    return false;
+  if (!rate_.limited()) [[likely]]
+    return true;
+  if (rate_.may_send(env_->now_ns())) return true;
+  pace_deadline_ns_ = rate_.next_send_ns();
+  ++counters_.tx_paced;
+  return false;
 }
 
 // A local operation runs when the send cursor reaches it, so it sees the memory effects
@@ -169,8 +190,9 @@ void RcQp::retire_local_operations() noexcept {
   }
 }
 
-// Sends the next packet of WQE sq_next_ and advances the cursor past it.
-bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
+// Sends the next packet of WQE sq_next_ and advances the cursor past it. Returns the frame's length, or 0 if there
+// was no buffer for it (backpressure: nothing changed).
+std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   const uint32_t mtu = attrs_.path_mtu;
   uint8_t flags = 0;
   if (is_read_class(w.op)) {
@@ -178,7 +200,7 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     const Opcode op = read ? Opcode::kRcRdmaReadRequest
                            : (w.op == WorkOp::kCompareSwap ? Opcode::kRcCompareSwap : Opcode::kRcFetchAdd);
     uint8_t* out = env_->tx_begin(headers_.frame_length(op, 0));
-    if (out == nullptr) return false;
+    if (out == nullptr) return 0;
     const auto st = headers_.stamp(out, op, 0, next_psn_, 0);
     const OpcodeInfo& info = opcode_info(op);
     if (read) {
@@ -204,15 +226,19 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     }
     ++sq_next_;
     send_offset_ = 0;
-    return true;
+    return st.frame_length;
   }
 
   const bool first = send_offset_ == 0;
   const uint32_t length = std::min(mtu, w.length - send_offset_);
   const bool last = send_offset_ + length == w.length;
   const Opcode op = send_opcode(w, first, last);
-  if (last || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
-    flags |= kBthAckReq;  // rocev2.md §4.3: the last packet, and every N packets
+  // rocev2.md §4.3: the last packet, and every N packets; and the packet that fills the in-flight cap, or a
+  // responder that ACKs only on AckReq (rxe) would leave the window shut until the retransmission timer.
+  const bool fills_window = attrs_.max_packets_in_flight != 0 &&
+                            distance(next_psn_ + 1, unacked_psn_) >= static_cast<int32_t>(attrs_.max_packets_in_flight);
+  if (last || fills_window || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
+    flags |= kBthAckReq;
     packets_since_ack_req_ = 0;
   }
   if (last && (w.flags & kWqeSolicited)) flags |= kBthSolicited;
@@ -243,7 +269,7 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   uint8_t* out = split.headers;
   if (out == nullptr) {
     out = env_->tx_begin(headers_.frame_length(op, length));
-    if (out == nullptr) return false;
+    if (out == nullptr) return 0;
   }
   const Psn psn = pr.first_psn + send_offset_ / mtu;
   const auto st = headers_.stamp(out, op, length, psn, flags);
@@ -273,7 +299,7 @@ bool RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   } else {
     send_offset_ += length;
   }
-  return true;
+  return st.frame_length;
 }
 
 // In the error state, everything posted completes flushed, in posting order.
@@ -300,7 +326,8 @@ void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
   send_offset_ = 0;
   fail_held_receive(CompletionStatus::kWorkRequestFlushed);  // a SEND cut short: its WQE goes before the rest
   env_->flush_receives();
-  retransmit_deadline_ns_ = rnr_deadline_ns_ = 0;
+  retransmit_deadline_ns_ = rnr_deadline_ns_ = pace_deadline_ns_ = 0;
+  cnp_pending_ = false;
   resp_head_ = resp_tail_ = 0;
   for (Resource& r : resources_) r.responding = false;
   ack_pending_ = false;

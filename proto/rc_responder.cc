@@ -531,9 +531,36 @@ bool RcQp::send_atomic_ack(const PendingResponse& pr) noexcept {
   return true;
 }
 
+// Notification point: one CNP per min_time_between_cnps_ns at most, however many marked packets arrive (NVIDIA's
+// np_min_time_between_cnps; the paper's N = 50 us). Sent from respond(), ahead of the responses.
+void RcQp::note_congestion_experienced() noexcept {
+  ++counters_.np_ecn_marked_roce_packets;
+  const uint64_t now = env_->now_ns();
+  if (cnp_sent_before_ && now - last_cnp_ns_ < attrs_.min_time_between_cnps_ns) return;
+  cnp_sent_before_ = true;
+  last_cnp_ns_ = now;
+  cnp_pending_ = true;
+}
+
+bool RcQp::send_cnp() noexcept {
+  uint8_t* out = env_->tx_begin(headers_.frame_length(Opcode::kCnp, 0));
+  if (out == nullptr) return false;
+  env_->tx_commit(headers_.stamp_cnp(out, attrs_.cnp_traffic_class));
+  ++counters_.np_cnp_sent;
+  return true;
+}
+
 unsigned RcQp::respond(unsigned budget) noexcept {
   if (state_ == QpState::kError || env_ == nullptr) return 0;
   unsigned sent = 0;
+  if (cnp_pending_) [[unlikely]] {
+    if (!send_cnp()) {
+      ++counters_.tx_backpressure;
+      return 0;
+    }
+    cnp_pending_ = false;
+    ++sent;
+  }
   while (sent < budget && resp_head_ != resp_tail_) {
     PendingResponse& pr = responses_[resp_head_ % responses_.size()];
     const Resource& r = resources_[pr.resource];

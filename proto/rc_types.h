@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 
+#include "proto/dcqcn.h"
 #include "proto/types.h"
 
 namespace uroce::proto {
@@ -145,6 +146,18 @@ struct RcQpAttributes {
   // Request packets with at least this many payload bytes, taken from one SGE of registered memory, are offered
   // to RcEnv::tx_begin_zero_copy() instead of being copied into the frame; 0 = never.
   uint32_t zero_copy_min_payload = 0;
+  // Congestion control (rocev2.md §7, cm-nvmf-dcqcn.md §4).
+  // At most this many request PSNs outstanding (sent and not yet acknowledged or answered; a READ counts its
+  // response packets); 0 = no cap. A slow or lossy receiver then meets a bounded burst, not a whole window of
+  // go-back-N (IRN's BDP flow control).
+  uint32_t max_packets_in_flight = 0;
+  // Notification point: answer CE-marked packets with a CNP to the peer's QP, at most one per interval.
+  bool notify_congestion = false;
+  uint32_t min_time_between_cnps_ns = 4'000;
+  uint8_t cnp_traffic_class = 48 << 2;  // the CNP's IP TOS / traffic class byte: DSCP 48 by default
+  // Reaction point: pace the QP at the DCQCN rate its CNPs set.
+  bool rate_control = false;
+  DcqcnParameters dcqcn{};
 };
 
 // Local ACK timeout in nanoseconds: 4.096 us * 2^timeout (IBTA 9.7.6.1.3).
@@ -188,6 +201,12 @@ struct RcCounters {
   uint64_t resp_duplicate_unmatched = 0;    // a duplicate READ/atomic that no saved request matches
   uint64_t resp_resources_exceeded = 0;     // a READ/atomic beyond max_dest_rd_atomic outstanding (NAKed)
   uint64_t rx_icrc_errors = 0;  // a deferred ICRC (ParsedPacket::icrc_deferred) did not match: dropped, no effect
+  // Congestion control, named as mlx5 names them.
+  uint64_t np_ecn_marked_roce_packets = 0;  // packets that arrived CE-marked
+  uint64_t np_cnp_sent = 0;
+  uint64_t rp_cnp_handled = 0;  // CNPs that cut the QP's rate (or would have, inside the monitor period)
+  uint64_t rp_cnp_ignored = 0;  // CNPs for a QP without rate control, or not yet able to send
+  uint64_t tx_paced = 0;        // times the pacer held a packet back
 };
 
 }  // namespace uroce::proto
