@@ -94,12 +94,37 @@ constexpr std::array<Field<RdmaConfig>, 9> kRdmaFields = {{
     {"udp_source_port_base", integer<&RdmaConfig::udp_source_port_base, 0xC000, 0xFFFF>()},
 }};
 
-constexpr std::array<Field<FaultConfig>, 5> kFaultFields = {{
+// The bottleneck's queue is bounded by its buffer, held in a ring allocated per (engine, port) at start-up with a slot
+// per 60 bytes: 64 MiB keeps that ring under 20 MB and is deeper than a switch gives one port.
+constexpr uint32_t kMaxBottleneckBufferBytes = 64u << 20;
+
+constexpr std::array<Field<BottleneckConfig>, 5> kBottleneckFields = {{
+    {"rate_mbps", integer<&BottleneckConfig::rate_mbps, 0, 1'000'000>()},  // up to 1 Tb/s
+    {"buffer_bytes", integer<&BottleneckConfig::buffer_bytes, 1, kMaxBottleneckBufferBytes>()},
+    {"ecn_kmin_bytes", integer<&BottleneckConfig::ecn_kmin_bytes, 0, kMaxBottleneckBufferBytes>()},
+    {"ecn_kmax_bytes", integer<&BottleneckConfig::ecn_kmax_bytes, 0, kMaxBottleneckBufferBytes>()},
+    {"ecn_pmax", probability<&BottleneckConfig::ecn_pmax>()},
+}};
+
+constexpr std::array<Field<FaultConfig>, 6> kFaultFields = {{
     {"loss", probability<&FaultConfig::loss>()},
     {"reorder", probability<&FaultConfig::reorder>()},
     {"duplicate", probability<&FaultConfig::duplicate>()},
     {"corrupt", probability<&FaultConfig::corrupt>()},
     {"seed", integer<&FaultConfig::seed, 0, std::numeric_limits<uint64_t>::max()>()},
+    {"bottleneck",
+     [](Reader& r, const YAML::Node& node, const std::string& key, FaultConfig& out) {
+       read_map(r, node, key, kBottleneckFields, out.bottleneck);
+       // Thresholds and a buffer without a rate would silently configure nothing: as with an unknown key, say so.
+       if (!node.IsMap() || out.bottleneck.rate_mbps != 0 || !r.ok(key + ".rate_mbps")) return;
+       const bool sets_more = std::any_of(node.begin(), node.end(), [](const auto& entry) {
+         return !entry.first.IsScalar() || entry.first.Scalar() != "rate_mbps";
+       });
+       if (sets_more) {
+         r.error(key + ".rate_mbps",
+                 "must be greater than 0 when faults.bottleneck sets other keys (0, the default, is off), got 0");
+       }
+     }},
 }};
 
 constexpr std::array<Field<CaptureConfig>, 2> kCaptureFields = {{
@@ -114,11 +139,12 @@ constexpr auto section() {
   };
 }
 
-constexpr std::array<Field<Config>, 6> kTopFields = {{
+constexpr std::array<Field<Config>, 7> kTopFields = {{
     {"eal", read_eal_section},
     {"ports", read_ports},
     {"engine", section<&Config::engine, kEngineFields>()},
     {"rdma", section<&Config::rdma, kRdmaFields>()},
+    {"congestion", read_congestion_section},
     {"faults", section<&Config::faults, kFaultFields>()},
     {"capture", section<&Config::capture, kCaptureFields>()},
 }};
@@ -180,6 +206,31 @@ void check_faults(Reader& r, const FaultConfig& faults) {
   }
 }
 
+void check_bottleneck(Reader& r, const Config& config) {
+  const BottleneckConfig& b = config.faults.bottleneck;
+  if (!b.enabled()) return;
+  const std::string key = "faults.bottleneck";
+  const std::string buffer = key + ".buffer_bytes", kmin = key + ".ecn_kmin_bytes", kmax = key + ".ecn_kmax_bytes";
+  unsigned largest_frame = 0;
+  for (std::size_t i = 0; i < config.ports.size(); ++i) {
+    if (!r.ok(index_key("ports", i) + ".mtu")) continue;
+    largest_frame = std::max(largest_frame, config.ports[i].mtu + kFrameOverhead);
+  }
+  if (r.ok(buffer) && b.buffer_bytes < largest_frame) {
+    r.error(buffer, "must hold one frame of the largest port mtu + " + std::to_string(kFrameOverhead) +
+                        " (Ethernet + VLAN header) = " + std::to_string(largest_frame) + ", got " +
+                        r.seen(buffer, b.buffer_bytes));
+  }
+  if (r.ok(kmin) && r.ok(kmax) && b.ecn_kmin_bytes > b.ecn_kmax_bytes) {
+    r.error(kmin, "must be at most " + kmax + " (0: no marking) = " + r.seen(kmax, b.ecn_kmax_bytes) + ", got " +
+                      r.seen(kmin, b.ecn_kmin_bytes));
+  }
+  if (r.ok(kmax) && r.ok(buffer) && b.ecn_kmax_bytes > b.buffer_bytes) {
+    r.error(kmax, "must be at most " + buffer + " (the deepest the queue gets) = " + r.seen(buffer, b.buffer_bytes) +
+                      ", got " + r.seen(kmax, b.ecn_kmax_bytes));
+  }
+}
+
 LoadResult finish(Reader& r, Config config) {
   LoadResult result;
   if (r.has_errors()) {
@@ -236,6 +287,8 @@ LoadResult load_config(std::string_view yaml_text, const LoadOptions& options) {
     check_ports(r, config);
     check_sizes(r, config);
     check_faults(r, config.faults);
+    check_bottleneck(r, config);
+    check_congestion(r, config);
     if (options.machine) check_machine(r, config, *options.machine);
     return finish(r, std::move(config));
   } catch (const YAML::Exception& e) {

@@ -97,6 +97,54 @@ struct RdmaConfig {
   uint16_t udp_source_port_base = 0xC000;
 };
 
+// Test-only bottleneck link on every (engine, port) RX queue (dataplane/link_model.h): a FIFO served at
+// rate_mbps with a buffer_bytes limit and RED-style ECN marking. Off (rate_mbps 0) by default.
+struct BottleneckConfig {
+  uint32_t rate_mbps = 0;             // service rate in Mb/s of frame bytes; 0 = off
+  uint32_t buffer_bytes = 256 << 10;  // queue limit; a frame that does not fit is dropped
+  // ECN: no mark while the queue holds <= kmin bytes, probability rising linearly to pmax at kmax, every
+  // ECN-capable packet above kmax. kmin == kmax is a step at that depth; kmax 0 = no marking.
+  uint32_t ecn_kmin_bytes = 0;
+  uint32_t ecn_kmax_bytes = 0;
+  double ecn_pmax = 1;
+  [[nodiscard]] bool enabled() const { return rate_mbps > 0; }
+};
+
+// Congestion control (rocev2.md §7, cm-nvmf-dcqcn.md §4): what uroce does as a DCQCN notification point (CE-marked
+// packets -> CNPs) and reaction point (CNPs -> a paced rate per QP), and the cap on packets in flight. The
+// reaction point's knobs carry the names and defaults of NVIDIA's ConnectX firmware (rpg_*, dce_tcp_*).
+struct NotificationPointConfig {
+  bool enabled = true;
+  uint32_t min_time_between_cnps_us = 4;  // per QP
+  uint8_t cnp_dscp = 48;
+};
+
+struct ReactionPointConfig {
+  bool enabled = true;
+  uint32_t max_rate_mbps = 0;  // where a QP starts and the limiter switches off; 0: the port's link speed
+  uint32_t min_rate_mbps = 1;
+  uint32_t ai_rate_mbps = 5;
+  uint32_t hai_rate_mbps = 50;
+  uint32_t time_reset_us = 300;
+  uint32_t byte_reset = 32767;
+  uint32_t threshold = 1;
+  uint32_t min_dec_fac = 50;  // percent
+  uint32_t dce_tcp_g = 1019;  // of 1024
+  uint32_t dce_tcp_rtt_us = 1;
+  uint32_t initial_alpha_value = 1023;  // of 1024
+  uint32_t rate_reduce_monitor_period_us = 4;
+  uint32_t rate_to_set_on_first_cnp_mbps = 0;
+};
+
+struct CongestionConfig {
+  // Per QP: request packets in flight are capped at this many bytes' worth of path-MTU packets (IRN's BDP cap),
+  // so a slow receiver meets a bounded burst, not a whole send queue of go-back-N; 0 = no cap.
+  uint32_t max_bytes_in_flight = 1u << 20;
+  bool ecn = true;  // send RoCE packets ECN-capable (ECT(0)), so congested switches mark them instead of dropping
+  NotificationPointConfig notification_point;
+  ReactionPointConfig reaction_point;
+};
+
 // Test-only fault injection on every port's RX and TX; all zero (off) by default.
 struct FaultConfig {
   double loss = 0;  // probabilities in [0, 1]
@@ -104,7 +152,11 @@ struct FaultConfig {
   double duplicate = 0;
   double corrupt = 0;  // flip one bit; the ICRC must catch it
   uint64_t seed = 1;
-  [[nodiscard]] bool enabled() const { return loss > 0 || reorder > 0 || duplicate > 0 || corrupt > 0; }
+  BottleneckConfig bottleneck;
+  // Any of the random faults (dataplane/fault_injector.h).
+  [[nodiscard]] bool random_enabled() const { return loss > 0 || reorder > 0 || duplicate > 0 || corrupt > 0; }
+  // Anything at all: the random faults or the bottleneck.
+  [[nodiscard]] bool enabled() const { return random_enabled() || bottleneck.enabled(); }
 };
 
 struct CaptureConfig {
@@ -117,6 +169,7 @@ struct Config {
   std::vector<PortConfig> ports;
   EngineConfig engine;
   RdmaConfig rdma;
+  CongestionConfig congestion;
   FaultConfig faults;
   CaptureConfig capture;
 };

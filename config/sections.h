@@ -31,6 +31,11 @@ void read_ports(Reader& r, const YAML::Node& node, const std::string& key, Confi
 void check_ports(Reader& r, const Config& config);
 [[nodiscard]] std::string format_ip(const IpAddress& ip);
 
+// congestion_section.cc
+void read_congestion_section(Reader& r, const YAML::Node& node, const std::string& key, Config& out);
+// The reaction point's rates against each other.
+void check_congestion(Reader& r, const Config& config);
+
 // overrides.cc: each returns an error message, or nothing when it applied.
 // Walks `o.key` from the root, adding missing map keys, and sets the node it names to `o.value` (YAML text).
 [[nodiscard]] std::optional<std::string> apply_override(const YAML::Node& root, const Override& o);

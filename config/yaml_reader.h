@@ -103,6 +103,17 @@ class Reader {
     return value;
   }
 
+  // YAML 1.2's core schema booleans (true/True/TRUE, false/False/FALSE).
+  std::optional<bool> boolean(const YAML::Node& node, const std::string& key) {
+    if (node.IsScalar()) {
+      const std::string& t = node.Scalar();
+      if (t == "true" || t == "True" || t == "TRUE") return true;
+      if (t == "false" || t == "False" || t == "FALSE") return false;
+    }
+    error(key, "must be true or false, got " + describe_node(node));
+    return std::nullopt;
+  }
+
   std::optional<std::string> text(const YAML::Node& node, const std::string& key) {
     if (!node.IsScalar()) {
       error(key, "must be a string, got " + describe_node(node));
@@ -171,6 +182,14 @@ constexpr auto probability() {
   using S = typename MemberTraits<decltype(kMember)>::Struct;
   return +[](Reader& r, const YAML::Node& node, const std::string& key, S& out) {
     if (const auto v = r.probability(node, key)) out.*kMember = *v;
+  };
+}
+
+template <auto kMember>
+constexpr auto boolean() {
+  using S = typename MemberTraits<decltype(kMember)>::Struct;
+  return +[](Reader& r, const YAML::Node& node, const std::string& key, S& out) {
+    if (const auto v = r.boolean(node, key)) out.*kMember = *v;
   };
 }
 

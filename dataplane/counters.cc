@@ -44,6 +44,10 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"fault_duplicated", &E::fault_duplicated},
     {"fault_reordered", &E::fault_reordered},
     {"fault_corrupted", &E::fault_corrupted},
+    {"bottleneck_forwarded", &E::bottleneck_forwarded},
+    {"bottleneck_dropped", &E::bottleneck_dropped},
+    {"bottleneck_ecn_marked", &E::bottleneck_ecn_marked},
+    {"bottleneck_queue_peak_bytes", &E::bottleneck_queue_peak_bytes},
     {"capture_packets", &E::capture_packets},
     {"capture_drops", &E::capture_drops},
 };
@@ -81,6 +85,8 @@ constexpr NamedCounter<T> kTransportCounters[] = {
     {"np_cnp_sent", &T::np_cnp_sent},
     {"rp_cnp_handled", &T::rp_cnp_handled},
     {"np_ecn_marked_roce_packets", &T::np_ecn_marked_roce_packets},
+    {"rp_cnp_ignored", &T::rp_cnp_ignored},
+    {"tx_paced", &T::tx_paced},
 };
 
 using P = PortCounters;

@@ -72,9 +72,12 @@ struct TransportCounters {
   Counter rx_wrong_transport;            // another transport's opcode at an RC QP
   Counter rx_path_mismatch;              // not from the connected peer's address to ours
   Counter ack_deferred;                  // responder: ACK coalesced (rxe)
-  Counter np_cnp_sent;
-  Counter rp_cnp_handled;
-  Counter np_ecn_marked_roce_packets;
+  // Congestion control (mlx5's names; rp_cnp_ignored as mlx5 counts CNPs it does not act on).
+  Counter np_cnp_sent;                 // CNPs sent for CE-marked packets
+  Counter rp_cnp_handled;              // CNPs that reached a rate-controlled QP
+  Counter np_ecn_marked_roce_packets;  // RoCE packets that arrived CE-marked
+  Counter rp_cnp_ignored;              // CNPs for a QP without rate control
+  Counter tx_paced;                    // times the DCQCN pacer held a QP's packet back
 };
 
 struct EngineCounters {
@@ -119,6 +122,11 @@ struct EngineCounters {
   Counter fault_duplicated;
   Counter fault_reordered;
   Counter fault_corrupted;
+  // Test-only bottleneck link (config.faults.bottleneck, link_model.h).
+  Counter bottleneck_forwarded;         // left the queue for the engine
+  Counter bottleneck_dropped;           // did not fit the buffer
+  Counter bottleneck_ecn_marked;        // ECT set to CE
+  Counter bottleneck_queue_peak_bytes;  // a high-water mark, not a count: the deepest any of the engine's queues got
   // pcapng capture (config.capture).
   Counter capture_packets;
   Counter capture_drops;  // the writer thread fell behind: the packet is not in the file

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "dataplane/fault_injector.h"
+#include "dataplane/link_model.h"
 #include "dataplane/ring.h"
 
 namespace uroce::dataplane {
@@ -82,10 +83,16 @@ EngineContext::EngineContext(const EngineSetup& s)
     q.port_id = p.port_id;
     q.backlog.assign(s.config->engine.tx_backlog, nullptr);
   }
-  if (s.config->faults.enabled()) {
+  if (s.config->faults.random_enabled()) {
     for (const Port& p : s.ports->ports()) {
       faults_.push_back(
           std::make_unique<FaultInjector>(s.config->faults, uint64_t{id_} << 16 | p.index, pool_, counters_));
+    }
+  }
+  if (s.config->faults.bottleneck.enabled()) {
+    for (const Port& p : s.ports->ports()) {
+      links_.push_back(std::make_unique<LinkModel>(s.config->faults.bottleneck, tsc_hz_, s.config->faults.seed,
+                                                   uint64_t{id_} << 16 | p.index, counters_));
     }
   }
   if (id_ == 0) neighbors_ = std::make_unique<NeighborTable>();
@@ -156,7 +163,14 @@ uint32_t EngineContext::poll_port(PortIndex p) noexcept {
     n = n != 0 ? faults_[p]->apply(received, n, faulted) : faults_[p]->release_held(faulted);
     pkts = faulted;
   }
-  if (n == 0) return 0;
+  rte_mbuf* shaped[LinkModel::kMaxReleased];
+  uint32_t queued = 0;  // a packet still in the bottleneck is work to come: the backoff policy must not sleep on it
+  if (!links_.empty()) [[unlikely]] {
+    n = links_[p]->process(pkts, n, rte_rdtsc(), shaped);
+    pkts = shaped;
+    queued = links_[p]->empty() ? 0 : 1;
+  }
+  if (n == 0) return queued;
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; ++i) {
     if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
@@ -470,6 +484,7 @@ void EngineContext::release_held_mbufs() noexcept {
     rte_mbuf* held = nullptr;
     if (f->release_held(&held) != 0) rte_pktmbuf_free(held);
   }
+  for (auto& l : links_) l->clear();
 }
 
 // ---------------------------------------------------------------------------------------------------------

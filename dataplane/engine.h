@@ -3,7 +3,7 @@
 //
 // One loop iteration, all of it bounded:
 //   1. run up to 4 control commands from the mailbox (register a QP, add a poller, resolve, stop, ...)
-//   2. RX burst on each port's queue -> [fault injection] -> [capture] -> classify each packet:
+//   2. RX burst on each port's queue -> [fault injection] -> [bottleneck link] -> [capture] -> classify each packet:
 //        ARP / ICMPv6  -> engine 0's neighbour handling (redirected there from other engines)
 //        UDP 4791      -> proto::parse_packet (drops counted per ParseError) -> engine_of(dest QPN):
 //                         another engine's QP: batched onto the SPSC redirect ring to that engine;
@@ -46,6 +46,7 @@ namespace uroce::dataplane {
 class EngineContext;
 class Engine;
 class FaultInjector;
+class LinkModel;
 
 inline constexpr uint16_t kMaxBurst = 64;  // upper bound for engine.rx_burst and engine.tx_burst
 inline constexpr std::size_t kMaxPollers = 64;
@@ -215,6 +216,7 @@ class EngineContext {
   EngineTimerWheel timers_;
   EngineCounters counters_;
   std::vector<std::unique_ptr<FaultInjector>> faults_;  // [port]; empty when fault injection is off
+  std::vector<std::unique_ptr<LinkModel>> links_;       // [port]; empty when the bottleneck is off
   CaptureRing* const capture_;
   std::unique_ptr<NeighborTable> neighbors_;  // engine 0 only
   uint64_t now_ = 0;

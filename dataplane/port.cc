@@ -135,7 +135,10 @@ Result<std::unique_ptr<PortSet>> PortSet::open(const config::Config& config, std
   for (std::size_t i = 0; i < config.ports.size(); ++i) {
     for (;;) {
       rte_eth_link link{};
-      if (rte_eth_link_get_nowait(set->ports_[i].port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) break;
+      if (rte_eth_link_get_nowait(set->ports_[i].port_id, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) {
+        set->ports_[i].link_speed_mbps = link.link_speed == RTE_ETH_SPEED_NUM_UNKNOWN ? 0 : link.link_speed;
+        break;
+      }
       if (std::chrono::steady_clock::now() >= deadline) {
         return Status::error(port_label(config.ports[i]) + ": the link is still down after " +
                              std::to_string(link_timeout.count()) + " ms (is the peer running?)");

@@ -46,6 +46,7 @@ struct Port {
   std::vector<proto::Ipv4Addr> ipv4;  // our addresses, answered by ARP
   std::vector<Ipv6Bytes> ipv6;        // our addresses, answered by ND
   uint16_t mtu = 1500;
+  uint32_t link_speed_mbps = 0;                // as the PMD reports it once the link is up; 0: unknown (some vdevs)
   SteeringMode steering = SteeringMode::kRss;  // how RoCE reaches the engines' queues (steering.h)
 
   [[nodiscard]] bool owns(proto::Ipv4Addr a) const noexcept;

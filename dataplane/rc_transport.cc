@@ -362,6 +362,11 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
   add(t.rx_pkey_mismatch, now.rx_pkey_mismatch, was.rx_pkey_mismatch);
   add(t.rx_wrong_transport, now.rx_wrong_transport, was.rx_wrong_transport);
   add(t.rx_path_mismatch, now.rx_path_mismatch, was.rx_path_mismatch);
+  add(t.np_ecn_marked_roce_packets, now.np_ecn_marked_roce_packets, was.np_ecn_marked_roce_packets);
+  add(t.np_cnp_sent, now.np_cnp_sent, was.np_cnp_sent);
+  add(t.rp_cnp_handled, now.rp_cnp_handled, was.rp_cnp_handled);
+  add(t.rp_cnp_ignored, now.rp_cnp_ignored, was.rp_cnp_ignored);
+  add(t.tx_paced, now.tx_paced, was.tx_paced);
 }
 
 // ------------------------------------------------------------ EngineTransport
@@ -599,6 +604,36 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   return qps_.back().get();
 }
 
+// The QP's share of config.congestion (rocev2.md §7), once its path MTU is known.
+static void set_congestion_control(proto::RcQpAttributes& attrs, const config::CongestionConfig& congestion,
+                                   const Port& port) {
+  attrs.max_packets_in_flight =
+      congestion.max_bytes_in_flight == 0 ? 0 : std::max(1u, congestion.max_bytes_in_flight / attrs.path_mtu);
+  const config::NotificationPointConfig& np = congestion.notification_point;
+  attrs.notify_congestion = np.enabled;
+  attrs.min_time_between_cnps_ns = np.min_time_between_cnps_us * 1000;
+  attrs.cnp_traffic_class =
+      static_cast<uint8_t>(np.cnp_dscp << 2 | (congestion.ecn ? proto::kEcnEct0 : proto::kEcnNotEct));
+  const config::ReactionPointConfig& rp = congestion.reaction_point;
+  attrs.rate_control = rp.enabled;
+  proto::DcqcnParameters& d = attrs.dcqcn;
+  constexpr uint32_t kUnknownLinkMbps = 100'000;
+  d.max_rate_mbps =
+      rp.max_rate_mbps != 0 ? rp.max_rate_mbps : (port.link_speed_mbps != 0 ? port.link_speed_mbps : kUnknownLinkMbps);
+  d.min_rate_mbps = std::min(rp.min_rate_mbps, d.max_rate_mbps);
+  d.ai_rate_mbps = rp.ai_rate_mbps;
+  d.hai_rate_mbps = rp.hai_rate_mbps;
+  d.time_reset_ns = rp.time_reset_us * 1000;
+  d.byte_reset = rp.byte_reset;
+  d.threshold = rp.threshold;
+  d.min_dec_fac = rp.min_dec_fac;
+  d.dce_tcp_g = rp.dce_tcp_g;
+  d.dce_tcp_rtt_ns = rp.dce_tcp_rtt_us * 1000;
+  d.initial_alpha_value = rp.initial_alpha_value;
+  d.rate_reduce_monitor_period_ns = rp.rate_reduce_monitor_period_us * 1000;
+  d.rate_to_set_on_first_cnp_mbps = rp.rate_to_set_on_first_cnp_mbps;
+}
+
 Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::RcQpAttributes& attributes,
                             std::chrono::milliseconds resolve_timeout) {
   if (peer.local_port) {
@@ -630,7 +665,11 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   spec.src_mac = port.mac;
   spec.dst_mac = mac;
   spec.hop_limit = peer.hop_limit;
-  spec.traffic_class = peer.traffic_class;
+  const config::CongestionConfig& congestion =
+      qp.setup().congestion != nullptr ? *qp.setup().congestion : dataplane_.config().congestion;
+  // ECN is the traffic class's low two bits: ours to set, whatever DSCP the path asked for (RFC 3168).
+  spec.traffic_class = static_cast<uint8_t>((peer.traffic_class & ~proto::kEcnCe) |
+                                            (congestion.ecn ? proto::kEcnEct0 : proto::kEcnNotEct));
   spec.udp_src_port = proto::roce_udp_source_port(qp.qpn(), peer.qpn);
   spec.dest_qp = peer.qpn;
   proto::PacketTemplate headers;
@@ -644,6 +683,7 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   attrs.max_rd_atomic = std::min(attributes.max_rd_atomic, peer.max_dest_rd_atomic);
   attrs.access = qp.setup().access;
   attrs.zero_copy_min_payload = dataplane_.config().engine.zero_copy_threshold;
+  set_congestion_control(attrs, congestion, port);
   if (port.mtu < attrs.path_mtu + 80) {
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));

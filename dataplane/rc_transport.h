@@ -55,6 +55,9 @@ struct RcQueuePairSetup {
   // receives are not flushed with a QP and its ACKs advertise no credits.
   bool receive_queue_shared = false;
   ReceiveLimitEvents* receive_limit_events = nullptr;  // SRQ limit event, checked after every pop
+  // This QP's congestion control, read at connect(); null: the dataplane's (config.congestion). Benchmarks set it
+  // to compare QPs with and without DCQCN in one run.
+  const config::CongestionConfig* congestion = nullptr;
 };
 
 // Where the peer is and how to talk to it: what perftest / ibv_rc_pingpong exchange

@@ -243,6 +243,7 @@ class RcQp {
   // back (0: it holds nothing).
   DcqcnRate rate_{};
   uint64_t pace_deadline_ns_ = 0;
+  uint64_t pace_now_ns_ = 0;  // the clock as may_send_packet() read it for the packet being sent
 
   // Responder state.
   Psn expected_psn_{};

@@ -142,7 +142,7 @@ unsigned RcQp::send(unsigned budget) noexcept {
       ++counters_.tx_backpressure;
       break;
     }
-    if (rate_.limited()) rate_.on_sent(static_cast<uint32_t>(frame_length), env_->now_ns());
+    if (rate_.limited()) rate_.on_sent(static_cast<uint32_t>(frame_length), pace_now_ns_);
     ++sent;
   }
   if (sent != 0 && retransmit_deadline_ns_ == 0) restart_timer();
@@ -157,7 +157,8 @@ bool RcQp::may_send_packet() noexcept {
     return false;
   if (!rate_.limited()) [[likely]]
     return true;
-  if (rate_.may_send(env_->now_ns())) return true;
+  pace_now_ns_ = env_->now_ns();  // charged by on_sent() with the same reading: one clock read per packet
+  if (rate_.may_send(pace_now_ns_)) return true;
   pace_deadline_ns_ = rate_.next_send_ns();
   ++counters_.tx_paced;
   return false;

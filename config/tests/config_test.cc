@@ -202,6 +202,92 @@ capture:
   EXPECT_EQ(c.capture.snap_length, 128u);
 }
 
+TEST(Config, CongestionReadsEveryKey) {
+  const Config d = load_valid(doc(""));
+  EXPECT_EQ(d.congestion.max_bytes_in_flight, 1u << 20);
+  EXPECT_TRUE(d.congestion.ecn);
+  EXPECT_TRUE(d.congestion.notification_point.enabled);
+  EXPECT_TRUE(d.congestion.reaction_point.enabled);
+  const Config c = load_valid(doc(R"(
+congestion:
+  max_bytes_in_flight: 0
+  ecn: false
+  notification_point: {enabled: false, min_time_between_cnps_us: 50, cnp_dscp: 26}
+  reaction_point:
+    enabled: False
+    max_rate_mbps: 25000
+    min_rate_mbps: 100
+    ai_rate_mbps: 40
+    hai_rate_mbps: 400
+    time_reset_us: 55
+    byte_reset: 10485760
+    threshold: 5
+    min_dec_fac: 80
+    dce_tcp_g: 1020
+    dce_tcp_rtt_us: 55
+    initial_alpha_value: 512
+    rate_reduce_monitor_period_us: 50
+    rate_to_set_on_first_cnp_mbps: 10000
+)"));
+  const CongestionConfig& g = c.congestion;
+  EXPECT_EQ(g.max_bytes_in_flight, 0u);
+  EXPECT_FALSE(g.ecn);
+  EXPECT_FALSE(g.notification_point.enabled);
+  EXPECT_EQ(g.notification_point.min_time_between_cnps_us, 50u);
+  EXPECT_EQ(g.notification_point.cnp_dscp, 26);
+  const ReactionPointConfig& rp = g.reaction_point;
+  EXPECT_FALSE(rp.enabled);
+  EXPECT_EQ(rp.max_rate_mbps, 25000u);
+  EXPECT_EQ(rp.min_rate_mbps, 100u);
+  EXPECT_EQ(rp.ai_rate_mbps, 40u);
+  EXPECT_EQ(rp.hai_rate_mbps, 400u);
+  EXPECT_EQ(rp.time_reset_us, 55u);
+  EXPECT_EQ(rp.byte_reset, 10485760u);
+  EXPECT_EQ(rp.threshold, 5u);
+  EXPECT_EQ(rp.min_dec_fac, 80u);
+  EXPECT_EQ(rp.dce_tcp_g, 1020u);
+  EXPECT_EQ(rp.dce_tcp_rtt_us, 55u);
+  EXPECT_EQ(rp.initial_alpha_value, 512u);
+  EXPECT_EQ(rp.rate_reduce_monitor_period_us, 50u);
+  EXPECT_EQ(rp.rate_to_set_on_first_cnp_mbps, 10000u);
+}
+
+TEST(Config, FaultsBottleneckReadsEveryKeyAndTurnsFaultsOn) {
+  const Config c = load_valid(doc(R"(
+faults:
+  bottleneck:
+    rate_mbps: 10000
+    buffer_bytes: 200000
+    ecn_kmin_bytes: 5000
+    ecn_kmax_bytes: 50000
+    ecn_pmax: 0.2
+)"));
+  const BottleneckConfig& b = c.faults.bottleneck;
+  EXPECT_EQ(b.rate_mbps, 10000u);
+  EXPECT_EQ(b.buffer_bytes, 200000u);
+  EXPECT_EQ(b.ecn_kmin_bytes, 5000u);
+  EXPECT_EQ(b.ecn_kmax_bytes, 50000u);
+  EXPECT_DOUBLE_EQ(b.ecn_pmax, 0.2);
+  EXPECT_TRUE(b.enabled());
+  EXPECT_TRUE(c.faults.enabled());  // the engines create the model from this alone
+  EXPECT_FALSE(c.faults.random_enabled());
+}
+
+TEST(Config, FaultsBottleneckIsOffUnlessARateIsGiven) {
+  const BottleneckConfig d;
+  for (const char* text : {"", "faults:", "faults: {bottleneck: }", "faults: {bottleneck: {rate_mbps: 0}}"}) {
+    const Config c = load_valid(doc(text));
+    EXPECT_FALSE(c.faults.bottleneck.enabled()) << text;
+    EXPECT_FALSE(c.faults.enabled()) << text;
+    EXPECT_EQ(c.faults.bottleneck.buffer_bytes, d.buffer_bytes) << text;
+    EXPECT_EQ(c.faults.bottleneck.ecn_kmax_bytes, 0u) << text;  // no marking
+  }
+  // A step (kmin == kmax) and a queue that marks nothing (the defaults) are both valid.
+  EXPECT_TRUE(load_config(doc("faults: {bottleneck: {rate_mbps: 1, ecn_kmin_bytes: 9000, ecn_kmax_bytes: 9000}}"))
+                  .config.has_value());
+  EXPECT_TRUE(load_config(doc("faults: {bottleneck: {rate_mbps: 1000000}}")).config.has_value());
+}
+
 TEST(Config, EnumSpellings) {
   EXPECT_EQ(load_valid(doc("eal: {hugepages: on}")).eal.hugepages, HugePages::kOn);
   EXPECT_EQ(load_valid(doc("eal: {hugepages: auto}")).eal.hugepages, HugePages::kAuto);
@@ -536,6 +622,21 @@ ports:
        "must be between 1 and 65535, got 0"},
       {"UdpSourcePortBelowRange", doc("rdma: {udp_source_port_base: 0xBFFF}"), "rdma.udp_source_port_base",
        "must be between 49152 and 65535, got 0xBFFF"},
+      // congestion.
+      {"CongestionEcnNotBoolean", doc("congestion: {ecn: maybe}"), "congestion.ecn",
+       "must be true or false, got 'maybe'"},
+      {"CongestionInFlightBelowOnePacket", doc("congestion: {max_bytes_in_flight: 100}"),
+       "congestion.max_bytes_in_flight", "must be 0 (no cap) or at least 256 bytes"},
+      {"CongestionCnpDscp", doc("congestion: {notification_point: {cnp_dscp: 64}}"),
+       "congestion.notification_point.cnp_dscp", "must be between 0 and 63, got 64"},
+      {"CongestionUnknownKey", doc("congestion: {reaction_point: {rpg_ai_rate: 5}}"),
+       "congestion.reaction_point.rpg_ai_rate", "unknown key 'rpg_ai_rate'"},
+      {"CongestionMinDecFacZero", doc("congestion: {reaction_point: {min_dec_fac: 0}}"),
+       "congestion.reaction_point.min_dec_fac", "must be between 1 and 100, got 0"},
+      {"CongestionGainAbove1024", doc("congestion: {reaction_point: {dce_tcp_g: 1025}}"),
+       "congestion.reaction_point.dce_tcp_g", "must be between 0 and 1024, got 1025"},
+      {"CongestionMinRateAboveMax", doc("congestion: {reaction_point: {max_rate_mbps: 1000, min_rate_mbps: 2000}}"),
+       "congestion.reaction_point.min_rate_mbps", "must not exceed max_rate_mbps (1000), got 2000"},
       // faults and capture.
       {"FaultAboveOne", doc("faults: {loss: 1.5}"), "faults.loss", "must be between 0 and 1, got 1.5"},
       {"FaultNegative", doc("faults: {corrupt: -0.1}"), "faults.corrupt", "must be between 0 and 1, got -0.1"},
@@ -543,6 +644,40 @@ ports:
       {"FaultNotNumber", doc("faults: {duplicate: often}"), "faults.duplicate", "must be a number, got 'often'"},
       {"FaultSumAboveOne", doc("faults: {loss: 0.6, reorder: 0.6}"), "faults",
        "loss + reorder + duplicate + corrupt must be at most 1 (one fault per packet), got 1.2"},
+      {"BottleneckWithoutRate", doc("faults: {bottleneck: {buffer_bytes: 100000}}"), "faults.bottleneck.rate_mbps",
+       "must be greater than 0 when faults.bottleneck sets other keys (0, the default, is off), got 0"},
+      {"BottleneckRateZeroWithThresholds", doc("faults: {bottleneck: {rate_mbps: 0, ecn_kmax_bytes: 9000}}"),
+       "faults.bottleneck.rate_mbps", "must be greater than 0 when faults.bottleneck sets other keys"},
+      {"BottleneckRateTooHigh", doc("faults: {bottleneck: {rate_mbps: 1000001}}"), "faults.bottleneck.rate_mbps",
+       "must be between 0 and 1000000, got 1000001"},
+      {"BottleneckRateNotInteger", doc("faults: {bottleneck: {rate_mbps: fast}}"), "faults.bottleneck.rate_mbps",
+       "must be an integer, got 'fast'"},
+      {"BottleneckBufferZero", doc("faults: {bottleneck: {rate_mbps: 100, buffer_bytes: 0}}"),
+       "faults.bottleneck.buffer_bytes", "must be between 1 and 67108864, got 0"},
+      {"BottleneckBufferTooLarge", doc("faults: {bottleneck: {rate_mbps: 100, buffer_bytes: 67108865}}"),
+       "faults.bottleneck.buffer_bytes", "must be between 1 and 67108864, got 67108865"},
+      {"BottleneckBufferBelowOneFrame", doc("faults: {bottleneck: {rate_mbps: 100, buffer_bytes: 1517}}"),
+       "faults.bottleneck.buffer_bytes",
+       "must hold one frame of the largest port mtu + 18 (Ethernet + VLAN header) = 1518, got 1517"},
+      {"BottleneckKminAboveKmax",
+       doc("faults: {bottleneck: {rate_mbps: 100, ecn_kmin_bytes: 20000, ecn_kmax_bytes: 10000}}"),
+       "faults.bottleneck.ecn_kmin_bytes",
+       "must be at most faults.bottleneck.ecn_kmax_bytes (0: no marking) = 10000, got 20000"},
+      {"BottleneckKminWithoutKmax", doc("faults: {bottleneck: {rate_mbps: 100, ecn_kmin_bytes: 20000}}"),
+       "faults.bottleneck.ecn_kmin_bytes", "(0: no marking) = 0 (the default), got 20000"},
+      {"BottleneckKmaxAboveBuffer",
+       doc("faults: {bottleneck: {rate_mbps: 100, buffer_bytes: 100000, ecn_kmax_bytes: 100001}}"),
+       "faults.bottleneck.ecn_kmax_bytes",
+       "must be at most faults.bottleneck.buffer_bytes (the deepest the queue gets) = 100000, got 100001"},
+      {"BottleneckKmaxAboveDefaultBuffer", doc("faults: {bottleneck: {rate_mbps: 100, ecn_kmax_bytes: 300000}}"),
+       "faults.bottleneck.ecn_kmax_bytes", "gets) = 262144 (the default), got 300000"},
+      {"BottleneckPmaxAboveOne", doc("faults: {bottleneck: {rate_mbps: 100, ecn_pmax: 1.5}}"),
+       "faults.bottleneck.ecn_pmax", "must be between 0 and 1, got 1.5"},
+      {"BottleneckPmaxNegative", doc("faults: {bottleneck: {rate_mbps: 100, ecn_pmax: -0.5}}"),
+       "faults.bottleneck.ecn_pmax", "must be between 0 and 1, got -0.5"},
+      {"BottleneckUnknownKey", doc("faults: {bottleneck: {rate_mbps: 100, buffer: 9000}}"), "faults.bottleneck.buffer",
+       "unknown key 'buffer'"},
+      {"BottleneckNotAMap", doc("faults: {bottleneck: 100}"), "faults.bottleneck", "must be a map of keys"},
       {"SnapLength", doc("capture: {snap_length: 10}"), "capture.snap_length", "must be between 64 and 262144, got 10"},
       {"PcapngPathNotString", doc("capture: {pcapng_path: [a]}"), "capture.pcapng_path",
        "must be a string, got a list"},
@@ -783,11 +918,35 @@ TEST(Config, ReadmeTableListsEveryKeyAndEachIsKnown) {
                                           "rdma.max_rd_atomic",
                                           "rdma.max_dest_rd_atomic",
                                           "rdma.udp_source_port_base",
+                                          "congestion.max_bytes_in_flight",
+                                          "congestion.ecn",
+                                          "congestion.notification_point.enabled",
+                                          "congestion.notification_point.min_time_between_cnps_us",
+                                          "congestion.notification_point.cnp_dscp",
+                                          "congestion.reaction_point.enabled",
+                                          "congestion.reaction_point.max_rate_mbps",
+                                          "congestion.reaction_point.min_rate_mbps",
+                                          "congestion.reaction_point.ai_rate_mbps",
+                                          "congestion.reaction_point.hai_rate_mbps",
+                                          "congestion.reaction_point.time_reset_us",
+                                          "congestion.reaction_point.byte_reset",
+                                          "congestion.reaction_point.threshold",
+                                          "congestion.reaction_point.min_dec_fac",
+                                          "congestion.reaction_point.dce_tcp_g",
+                                          "congestion.reaction_point.dce_tcp_rtt_us",
+                                          "congestion.reaction_point.initial_alpha_value",
+                                          "congestion.reaction_point.rate_reduce_monitor_period_us",
+                                          "congestion.reaction_point.rate_to_set_on_first_cnp_mbps",
                                           "faults.loss",
                                           "faults.reorder",
                                           "faults.duplicate",
                                           "faults.corrupt",
                                           "faults.seed",
+                                          "faults.bottleneck.rate_mbps",
+                                          "faults.bottleneck.buffer_bytes",
+                                          "faults.bottleneck.ecn_kmin_bytes",
+                                          "faults.bottleneck.ecn_kmax_bytes",
+                                          "faults.bottleneck.ecn_pmax",
                                           "capture.pcapng_path",
                                           "capture.snap_length"};
   EXPECT_EQ(documented, expected);
@@ -796,7 +955,16 @@ TEST(Config, ReadmeTableListsEveryKeyAndEachIsKnown) {
     if (key == "ports") continue;
     const std::size_t dot = key.find('.');
     const std::string section = key.substr(0, dot), name = key.substr(dot + 1);
-    const std::string entry = name + ": {x: 1}";
+    // "a.b" -> "a: {b: {x: 1}}": a key inside a nested map ("reaction_point.enabled") opens one map per level.
+    std::string entry = "{x: 1}";
+    for (std::size_t end = name.size(); end != std::string::npos && end != 0;) {
+      const std::size_t start = name.rfind('.', end - 1);
+      const std::size_t from = start == std::string::npos ? 0 : start + 1;
+      entry = name.substr(from, end - from) + ": " + entry;
+      if (start == std::string::npos) break;
+      entry = "{" + entry + "}";
+      end = start;
+    }
     const std::string text = section == "ports[i]"
                                  ? one_port("name: a, device: net_null0, addresses: [198.18.0.1], " + entry)
                                  : doc(std::string(section).append(": {").append(entry).append("}"));
@@ -844,6 +1012,16 @@ TEST(ConfigOverride, SetsScalarsListsAndNewKeysAndIsValidatedLikeTheFile) {
   EXPECT_TRUE(c.ports[0].addresses[1].is_v6);
   EXPECT_EQ(c.faults.loss, 0.25);
   EXPECT_THAT(c.eal.lcores, ElementsAre(3u));
+}
+
+TEST(ConfigOverride, SetsTheBottleneckInsideFaults) {
+  LoadOptions options;
+  options.overrides = {{"faults.bottleneck.rate_mbps", "100"}, {"faults.bottleneck.ecn_kmax_bytes", "30000"}};
+  const LoadResult result = load_config(doc(""), options);
+  ASSERT_THAT(result.errors, IsEmpty());
+  EXPECT_EQ(result.config->faults.bottleneck.rate_mbps, 100u);
+  EXPECT_EQ(result.config->faults.bottleneck.ecn_kmax_bytes, 30000u);
+  EXPECT_TRUE(result.config->faults.enabled());
 }
 
 TEST(ConfigOverride, BadValuesAreTheLoadersErrorsAtTheirKey) {

@@ -1,0 +1,126 @@
+// Congestion control end to end on DPDK devices (issue #16): eight RC QPs write into one port through the
+// bottleneck link model (dataplane/link_model.h), whose queue marks ECN above a threshold. The receiving QPs answer
+// the marks with CNPs, the senders' DCQCN rate cuts and paces them, and every byte still lands.
+//
+// What is asserted does not depend on the machine's speed (STYLE.md 17): counts that the protocol ties together
+// (every CNP sent reaches a sender, no more CNPs than marked packets), that pacing happened, and the data. How close
+// DCQCN gets to the bottleneck's rate, how fair it is and what it drops are measured in bench/ (uroce_bench_incast).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "dataplane/tests/rc_players.h"
+
+namespace uroce::dataplane::testing {
+namespace {
+
+using proto::CompletionStatus;
+using proto::WorkOp;
+
+uint64_t sum(Dataplane& dp, Counter TransportCounters::*member) {
+  uint64_t total = 0;
+  for (EngineId e = 0; e < dp.engine_count(); ++e) total += (dp.engine(e).counters().transport.*member).read();
+  return total;
+}
+
+uint64_t sum_engine(Dataplane& dp, Counter EngineCounters::*member) {
+  uint64_t total = 0;
+  for (EngineId e = 0; e < dp.engine_count(); ++e) total += (dp.engine(e).counters().*member).read();
+  return total;
+}
+
+struct IncastResult {
+  uint64_t marked = 0, cnps_sent = 0, cnps_handled = 0, cnps_ignored = 0, paced = 0, ecn_marked_at_bottleneck = 0;
+};
+
+// Eight pairs, A_i on port a writing 8 x 32 KiB into B_i on port b, all of it through one bottleneck queue.
+IncastResult run_incast(config::Config c) {
+  c.faults.bottleneck.rate_mbps = 200;
+  // Eight QPs with 64 KiB each in flight never fill a 1 MiB queue, so nothing is dropped: this test is about the
+  // marks (and the queueing delay, 512 KiB at 200 Mb/s = 21 ms, stays below the 67 ms ACK timeout).
+  c.congestion.max_bytes_in_flight = 64 * 1024;
+  c.faults.bottleneck.buffer_bytes = 1 << 20;
+  c.faults.bottleneck.ecn_kmin_bytes = 16 * 1024;
+  c.faults.bottleneck.ecn_kmax_bytes = 16 * 1024;  // a step, as DCTCP-style switches mark
+  RcWorld world(c);
+  EXPECT_TRUE(world.ok()) << world.error();
+  if (!world.ok()) return {};
+  constexpr int kPairs = 8, kWrites = 8;
+  constexpr uint32_t kSize = 32 * 1024;
+  std::vector<std::pair<Player*, Player*>> pairs;
+  for (int i = 0; i < kPairs; ++i) {
+    pairs.push_back(world.connected_pair(1024));
+    if (pairs.back().first == nullptr) {
+      ADD_FAILURE() << world.error();
+      return {};
+    }
+  }
+  for (auto& [a, b] : pairs) {
+    fill_pattern(a->buffer, kSize * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
+    for (uint64_t k = 0; k < kWrites; ++k) {
+      auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
+      w.remote_addr = b->remote_addr(k * kSize);
+      w.rkey = b->rkey();
+      a->post(w);
+    }
+  }
+  for (auto& [a, b] : pairs) {
+    for (int k = 0; k < kWrites; ++k) {
+      const auto done = a->wait_send_completion();
+      EXPECT_TRUE(done);
+      if (!done) return {};
+      EXPECT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
+    }
+    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  }
+  Dataplane& dp = world.dataplane();
+  // The counters reach the engines' totals when the QPs go idle; a CNP sent last may still be on its way.
+  IncastResult r;
+  const auto read = [&] {
+    r.marked = sum(dp, &TransportCounters::np_ecn_marked_roce_packets);
+    r.cnps_sent = sum(dp, &TransportCounters::np_cnp_sent);
+    r.cnps_handled = sum(dp, &TransportCounters::rp_cnp_handled);
+    r.cnps_ignored = sum(dp, &TransportCounters::rp_cnp_ignored);
+    r.paced = sum(dp, &TransportCounters::tx_paced);
+    r.ecn_marked_at_bottleneck = sum_engine(dp, &EngineCounters::bottleneck_ecn_marked);
+    return r.cnps_handled + r.cnps_ignored == r.cnps_sent && r.marked == r.ecn_marked_at_bottleneck;
+  };
+  EXPECT_TRUE(eventually(read)) << r.cnps_sent << " CNPs sent, " << r.cnps_handled << " handled; " << r.marked
+                                << " marked packets received, " << r.ecn_marked_at_bottleneck << " marked";
+  EXPECT_EQ(sum_engine(dp, &EngineCounters::bottleneck_dropped), 0u);
+  for (auto& [a, b] : pairs) world.destroy(a, b);
+  return r;
+}
+
+TEST(CongestionLoopback, MarkedPacketsBringCnpsThatPaceTheSendersAndEveryByteLands) {
+  const IncastResult r = run_incast(loopback_config());
+  EXPECT_GT(r.ecn_marked_at_bottleneck, 0u) << "the queue never passed its marking threshold";
+  EXPECT_EQ(r.marked, r.ecn_marked_at_bottleneck);  // every data packet was ECN-capable, and every mark was seen
+  EXPECT_GT(r.cnps_sent, 0u);
+  EXPECT_LE(r.cnps_sent, r.marked);
+  EXPECT_EQ(r.cnps_handled, r.cnps_sent);  // each reached its sender, which has rate control
+  EXPECT_EQ(r.cnps_ignored, 0u);
+  EXPECT_GT(r.paced, 0u) << "no sender was ever held back by its DCQCN rate";
+}
+
+// The A/B half: with ECN off the switch marks nothing (a Not-ECT packet is never marked), so no CNP is sent and
+// nothing is paced; with only the reaction point off, the CNPs arrive and are counted as ignored.
+TEST(CongestionLoopback, WithoutEcnNothingIsMarkedAndWithoutTheReactionPointCnpsAreIgnored) {
+  config::Config no_ecn = loopback_config();
+  no_ecn.congestion.ecn = false;
+  const IncastResult off = run_incast(no_ecn);
+  EXPECT_EQ(off.ecn_marked_at_bottleneck, 0u);
+  EXPECT_EQ(off.cnps_sent, 0u);
+  EXPECT_EQ(off.paced, 0u);
+
+  config::Config no_rp = loopback_config();
+  no_rp.congestion.reaction_point.enabled = false;
+  const IncastResult ignored = run_incast(no_rp);
+  EXPECT_GT(ignored.cnps_sent, 0u);
+  EXPECT_EQ(ignored.cnps_ignored, ignored.cnps_sent);
+  EXPECT_EQ(ignored.cnps_handled, 0u);
+  EXPECT_EQ(ignored.paced, 0u);
+}
+
+}  // namespace
+}  // namespace uroce::dataplane::testing
