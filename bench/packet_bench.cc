@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "proto/crc32.h"
+#include "proto/dcqcn.h"
 #include "proto/packet_builder.h"
 #include "proto/packet_parser.h"
 
@@ -67,6 +68,33 @@ void BM_Build(benchmark::State& state) {
   state.SetLabel("payload copy + ICRC (" + std::string(crc32_impl_name(crc32_active_impl())) + ")");
 }
 BENCHMARK(BM_Build)->Arg(64)->Arg(4096);
+
+// What DCQCN's pacer adds per request packet once a CNP has limited the QP (RcQp::may_send_packet, then
+// DcqcnRate::on_sent): the clocks advanced, the bucket checked and charged. The rate is set far above what the
+// packets need, so the bucket never holds one back and only the bookkeeping is timed. Arg 0 times the branch a QP
+// at line rate takes instead (limited() is false).
+void BM_Pace(benchmark::State& state) {
+  DcqcnParameters p;
+  p.max_rate_mbps = 1'600'000;
+  p.ai_rate_mbps = p.hai_rate_mbps = 0;  // with R_T cut below line rate (two CNPs) the QP stays limited
+  DcqcnRate rate(p);
+  uint64_t now = 1'000'000;
+  if (state.range(0) != 0) {
+    rate.on_cnp(now);
+    rate.on_cnp(now += 10'000);
+  }
+  for ([[maybe_unused]] auto _ : state) {
+    now += 20;  // 20 ns per packet: the engine's order of magnitude
+    if (rate.limited()) {
+      benchmark::DoNotOptimize(rate.may_send(now));
+      rate.on_sent(1100, now);
+    }
+    benchmark::DoNotOptimize(rate);
+  }
+  state.SetItemsProcessed(state.iterations());
+  state.SetLabel(state.range(0) != 0 ? "limited: clocks + bucket" : "at line rate: one branch");
+}
+BENCHMARK(BM_Pace)->Arg(0)->Arg(1);
 
 }  // namespace
 }  // namespace uroce::proto

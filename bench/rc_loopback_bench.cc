@@ -5,6 +5,7 @@
 //   uroce_bench_rc                          every default case, 5 repetitions of 1 s each, A/B interleaved
 //   uroce_bench_rc --case=64:128:32         one case: size[:window[:signal_every]]
 //   uroce_bench_rc --count=200000 --mode=uroce --callgrind    fixed count, for run_callgrind.sh
+//   uroce_bench_rc --congestion-ab          congestion control (DCQCN, in-flight cap, ECN) on against off, A/B
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -57,6 +58,8 @@ struct Options {
   Mode mode = Mode::kBoth;
   bool callgrind = false;
   bool psn_guard = false;  // see psn_guard_limit()
+  // Instead of raw: the same uroce case with congestion control off (config.congestion all off), A/B.
+  bool congestion_ab = false;
 };
 
 uint32_t default_pmtu(uint32_t size) { return size <= 1024 ? 1024 : 4096; }
@@ -72,7 +75,7 @@ std::vector<Case> default_cases() {
   std::fprintf(stderr,
                "%s\nusage: uroce_bench_rc [--cpu=N] [--seconds=S] [--warmup=S] [--reps=N]\n"
                "                      [--case=SIZE[:WINDOW[:SIGNAL_EVERY]] ...] [--pmtu=256..4096]\n"
-               "                      [--count=N --mode=uroce|raw [--callgrind]] [--psn-guard]\n",
+               "                      [--count=N --mode=uroce|raw [--callgrind]] [--psn-guard] [--congestion-ab]\n",
                why);
   std::exit(2);  // NOLINT(concurrency-mt-unsafe): argument parsing, before any thread starts
 }
@@ -136,6 +139,8 @@ Options parse(int argc, char** argv) {
       o.cases.push_back(c);
     } else if (a == "--callgrind") {
       o.callgrind = true;
+    } else if (a == "--congestion-ab") {
+      o.congestion_ab = true;
     } else if (a == "--psn-guard") {
       o.psn_guard = true;
     } else if (a == "--no-psn-guard") {  // the default since the proto fix; kept for old command lines
@@ -149,6 +154,7 @@ Options parse(int argc, char** argv) {
   if (o.cases.empty()) o.cases = default_cases();
   for (Case& c : o.cases) c.pmtu = pmtu.value_or(default_pmtu(c.size));
   if (o.count != 0 && o.mode == Mode::kBoth) usage("--count needs --mode=uroce or --mode=raw");
+  if (o.congestion_ab && (o.count != 0 || o.mode != Mode::kBoth)) usage("--congestion-ab runs timed A/B pairs only");
   return o;
 }
 
@@ -224,7 +230,7 @@ class Bench {
 
   // A new connected pair for `pmtu` (the previous one is destroyed): A on port a, B on port b, both on
   // engine 0. Every timed run gets fresh QPs, so its PSNs start from the connect-time PSN (psn_guard_limit()).
-  Pair* fresh_pair(uint32_t pmtu) {
+  Pair* fresh_pair(uint32_t pmtu, const config::CongestionConfig* congestion = nullptr) {
     release_pair();
     auto p = std::make_unique<Pair>();
     p->pmtu = pmtu;
@@ -238,6 +244,7 @@ class Bench {
       setup.receive_queue = &e->rq;
       setup.send_cq = &e->scq;
       setup.receive_cq = &e->rcq;
+      setup.congestion = congestion;
       auto qp = transport_->create_qp(0, setup);
       if (!qp.ok()) {
         fail("create_qp: " + qp.error());
@@ -317,8 +324,8 @@ class Bench {
   }
 
   // Timed: warm up, count for `seconds`, then stop and drain.
-  Sample run_uroce(const Case& c) {
-    Pair* p = fresh_pair(c.pmtu);
+  Sample run_uroce(const Case& c, const config::CongestionConfig* congestion = nullptr) {
+    Pair* p = fresh_pair(c.pmtu, congestion);
     if (p == nullptr) return Sample{.ok = false};
     const uint64_t limit = options_.psn_guard ? psn_guard_limit(c) : kUnlimited;
     WriteLoad load(write_setup(c, *p, limit));
@@ -487,6 +494,16 @@ std::string describe(const Case& c) {
   return text;
 }
 
+// Every part of congestion control off: no in-flight cap, no ECN, no CNPs, no pacing.
+constexpr config::CongestionConfig kCongestionOff = [] {
+  config::CongestionConfig c;
+  c.max_bytes_in_flight = 0;
+  c.ecn = false;
+  c.notification_point.enabled = false;
+  c.reaction_point.enabled = false;
+  return c;
+}();
+
 int run(const Options& o) {
   Bench bench(o);
   if (!bench.start()) return 1;
@@ -496,6 +513,10 @@ int run(const Options& o) {
       "uroce_bench_rc: one engine on CPU %u, both QPs and both ring ports on it; %u x %.2f s per "
       "contender per case (warm-up %.2f s), A/B interleaved; load average %s\n",
       bench.cpu(), o.reps, o.seconds, o.warmup, load_average().c_str());
+  // The baseline contender: the raw ring loop, or (--congestion-ab) uroce with congestion control off.
+  const std::string base = o.congestion_ab ? "cc-off" : "raw";
+  if (o.congestion_ab)
+    std::printf("A: uroce with config.congestion as default.yaml has it; B (cc-off): all of it off\n");
   struct Row {
     Case c;
     Stats uroce_rate, raw_rate, ratio, uroce_cpu_ns, raw_cpu_ns;
@@ -519,7 +540,7 @@ int run(const Options& o) {
         u_ns.push_back(s.cpu_share * s.seconds * 1e9 / s.messages);
       }
       if (o.mode != Mode::kUroce) {
-        const Bench::Sample s = bench.run_raw(c);
+        const Bench::Sample s = o.congestion_ab ? bench.run_uroce(c, &kCongestionOff) : bench.run_raw(c);
         if (!s.ok) return 1;
         rr = s.messages / s.seconds;
         r_cpu = s.cpu_share;
@@ -529,10 +550,10 @@ int run(const Options& o) {
       }
       if (ur > 0 && rr > 0) ratio.push_back(ur / rr);
       std::printf(
-          "  %-32s rep %u  uroce %8.3f Mmsg/s %7.2f Gb/s (%.2f s)   raw %8.3f Mmsg/s %7.2f Gb/s   ratio %.3f"
+          "  %-32s rep %u  uroce %8.3f Mmsg/s %7.2f Gb/s (%.2f s)   %s %8.3f Mmsg/s %7.2f Gb/s   ratio %.3f"
           "   engine on-CPU %.3f %.3f\n",
-          describe(c).c_str(), rep, ur / 1e6, ur * c.size * 8 / 1e9, u_secs, rr / 1e6, rr * c.size * 8 / 1e9,
-          rr > 0 ? ur / rr : 0.0, u_cpu, r_cpu);
+          describe(c).c_str(), rep, ur / 1e6, ur * c.size * 8 / 1e9, u_secs, base.c_str(), rr / 1e6,
+          rr * c.size * 8 / 1e9, rr > 0 ? ur / rr : 0.0, u_cpu, r_cpu);
       std::fflush(stdout);
     }
     Row row;
@@ -554,7 +575,8 @@ int run(const Options& o) {
       "differs from ns/msg when the core was shared); load average %s\n",
       o.reps, load_average().c_str());
   std::printf("%-32s | %-30s | %-22s | %7s | %11s | %-30s | %-22s | %11s | %s\n", "case", "uroce Mmsg/s", "uroce Gb/s",
-              "ns/msg", "cpu-ns/msg", "raw Mmsg/s", "raw Gb/s", "cpu-ns/msg", "uroce/raw");
+              "ns/msg", "cpu-ns/msg", (base + " Mmsg/s").c_str(), (base + " Gb/s").c_str(), "cpu-ns/msg",
+              ("uroce/" + base).c_str());
   for (const Row& row : rows) {
     const double bits = row.c.size * 8.0 / 1e9;
     const auto& u = row.uroce_rate;

@@ -32,8 +32,10 @@ UROCE_IP=198.18.0.100
 # framesz/blocksz and the mbuf data room: config/examples/af-packet-rxe-peer.yaml explains them.
 UROCE_DEVICE=net_af_packet0,iface=uroce0,framesz=4608,blocksz=36864
 # The uroce tools' configuration options for this topology (apps/common/tool_setup.h).
+# INTEROP_UROCE_ARGS: more uroce tool arguments for every case (e.g. "--set congestion.max_bytes_in_flight=0").
+# shellcheck disable=SC2206 # split on purpose: a list of arguments
 UROCE_CONFIG_ARGS=(--device "$UROCE_DEVICE" --ip "$UROCE_IP/24"
-  --set engine.mbuf_data_room=4736)
+  --set engine.mbuf_data_room=4736 ${INTEROP_UROCE_ARGS:-})
 CHECK_CAPTURE=$HARNESS_PROJECT/apps/tests/interop/check_capture.py
 TSHARK=$(command -v tshark || true)
 HARNESS_STATUS_FILE=${RXE_PEER_DIR:-/var/tmp/rxe-peer}/run/g1/share/status
