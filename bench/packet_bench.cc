@@ -81,7 +81,7 @@ void BM_Pace(benchmark::State& state) {
   uint64_t now = 1'000'000;
   if (state.range(0) != 0) {
     rate.on_cnp(now);
-    rate.on_cnp(now += 10'000);
+    rate.on_cnp(now += 1'000'000);  // past the rate-reduce monitor period: a second cut, R_T below line rate
   }
   for ([[maybe_unused]] auto _ : state) {
     now += 20;  // 20 ns per packet: the engine's order of magnitude

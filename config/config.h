@@ -112,27 +112,29 @@ struct BottleneckConfig {
 
 // Congestion control (rocev2.md §7, cm-nvmf-dcqcn.md §4): what uroce does as a DCQCN notification point (CE-marked
 // packets -> CNPs) and reaction point (CNPs -> a paced rate per QP), and the cap on packets in flight. The
-// reaction point's knobs carry the names and defaults of NVIDIA's ConnectX firmware (rpg_*, dce_tcp_*).
+// reaction point's knobs carry the names of NVIDIA's ConnectX firmware (rpg_*, dce_tcp_*).
 struct NotificationPointConfig {
   bool enabled = true;
-  uint32_t min_time_between_cnps_us = 4;  // per QP
+  uint32_t min_time_between_cnps_us = 50;  // per QP (the paper's N)
   uint8_t cnp_dscp = 48;
 };
 
+// Defaults: the SIGCOMM 2015 paper's parameters (cm-nvmf-dcqcn.md §4.1), which hold an 8-to-1 incast at the
+// bottleneck's rate in bench/README.md "incast"; config/examples/connectx.yaml has NVIDIA's values.
 struct ReactionPointConfig {
   bool enabled = true;
   uint32_t max_rate_mbps = 0;  // where a QP starts and the limiter switches off; 0: the port's link speed
   uint32_t min_rate_mbps = 1;
-  uint32_t ai_rate_mbps = 5;
-  uint32_t hai_rate_mbps = 50;
-  uint32_t time_reset_us = 300;
-  uint32_t byte_reset = 32767;
-  uint32_t threshold = 1;
+  uint32_t ai_rate_mbps = 40;
+  uint32_t hai_rate_mbps = 400;
+  uint32_t time_reset_us = 55;
+  uint32_t byte_reset = 10'000'000;
+  uint32_t threshold = 5;
   uint32_t min_dec_fac = 50;  // percent
-  uint32_t dce_tcp_g = 1019;  // of 1024
-  uint32_t dce_tcp_rtt_us = 1;
+  uint32_t dce_tcp_g = 1020;  // of 1024: g = 1/256
+  uint32_t dce_tcp_rtt_us = 55;
   uint32_t initial_alpha_value = 1023;  // of 1024
-  uint32_t rate_reduce_monitor_period_us = 4;
+  uint32_t rate_reduce_monitor_period_us = 50;
   uint32_t rate_to_set_on_first_cnp_mbps = 0;
 };
 

@@ -48,6 +48,7 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"bottleneck_dropped", &E::bottleneck_dropped},
     {"bottleneck_ecn_marked", &E::bottleneck_ecn_marked},
     {"bottleneck_queue_peak_bytes", &E::bottleneck_queue_peak_bytes},
+    {"bottleneck_queue_bytes", &E::bottleneck_queue_bytes},
     {"capture_packets", &E::capture_packets},
     {"capture_drops", &E::capture_drops},
 };

@@ -127,6 +127,7 @@ struct EngineCounters {
   Counter bottleneck_dropped;           // did not fit the buffer
   Counter bottleneck_ecn_marked;        // ECT set to CE
   Counter bottleneck_queue_peak_bytes;  // a high-water mark, not a count: the deepest any of the engine's queues got
+  Counter bottleneck_queue_bytes;       // a gauge, not a count: the bytes the engine's queues hold now
   // pcapng capture (config.capture).
   Counter capture_packets;
   Counter capture_drops;  // the writer thread fell behind: the packet is not in the file

@@ -94,6 +94,7 @@ void LinkModel::clear() noexcept {
     if (++head_ == slots_.size()) head_ = 0;
   }
   occupancy_ = 0;
+  report_occupancy();
 }
 
 uint32_t LinkModel::size_of(const rte_mbuf* m) noexcept { return std::max(m->pkt_len, kMinFrameBytes); }
@@ -146,7 +147,16 @@ uint16_t LinkModel::process(rte_mbuf* const* in, uint16_t n, uint64_t now, rte_m
   }
   if (released != 0) counters_.bottleneck_forwarded.add(released);
   for (uint16_t i = 0; i < n; ++i) enqueue(in[i], now);
+  report_occupancy();
   return released;
+}
+
+// bottleneck_queue_bytes is a gauge kept in a counter: each model adds the change in its own occupancy since it
+// last reported (modulo 2^64, so a fall adds its two's complement), and the counter reads as the bytes the engine's
+// queues hold now.
+void LinkModel::report_occupancy() noexcept {
+  if (occupancy_ != reported_occupancy_) counters_.bottleneck_queue_bytes.add(occupancy_ - reported_occupancy_);
+  reported_occupancy_ = occupancy_;
 }
 
 }  // namespace uroce::dataplane

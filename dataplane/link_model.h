@@ -71,13 +71,15 @@ class LinkModel {
   [[nodiscard]] static uint32_t size_of(const rte_mbuf* m) noexcept;
   [[nodiscard]] bool should_mark() noexcept;
   void enqueue(rte_mbuf* m, uint64_t now) noexcept;
+  void report_occupancy() noexcept;
 
   std::vector<Slot> slots_;  // ring of buffer_bytes / kMinFrameBytes + 1: never full (see size_of)
   uint32_t head_ = 0;
   uint32_t count_ = 0;
   uint64_t occupancy_ = 0;
-  uint64_t tail_cycles_ = 0;    // departure of the last queued packet: whole cycles ...
-  uint64_t tail_fraction_ = 0;  // ... and the fraction, in 1 / 2^kFractionBits of a cycle
+  uint64_t reported_occupancy_ = 0;  // what bottleneck_queue_bytes holds of it
+  uint64_t tail_cycles_ = 0;         // departure of the last queued packet: whole cycles ...
+  uint64_t tail_fraction_ = 0;       // ... and the fraction, in 1 / 2^kFractionBits of a cycle
   const uint64_t cycles_per_byte_;
   const uint64_t buffer_bytes_;
   const uint64_t kmin_;

@@ -2,8 +2,7 @@
 //
 // The notification point (a CE-marked packet -> a CNP to the sender's QP) lives in the responder; this is what the
 // sender does with CNPs (cm-nvmf-dcqcn.md §4, rocev2.md §7.3-7.4). The parameters carry the names of NVIDIA's
-// ConnectX firmware knobs (rpg_*, dce_tcp_*), so results can be set side by side with a NIC's, and default to the
-// values that firmware documents.
+// ConnectX firmware knobs (rpg_*, dce_tcp_*), so results can be set side by side with a NIC's.
 //
 // Time is driven by the caller (now_ns), never read here, so the state machine runs the same on an engine and in
 // the simulated network of the tests. Every clock of the algorithm is evaluated lazily, when the QP next sends or
@@ -20,20 +19,22 @@
 
 namespace uroce::proto {
 
+// Defaults: the SIGCOMM 2015 paper's parameters (cm-nvmf-dcqcn.md §4.1). NVIDIA's ConnectX values are in
+// config/examples/connectx.yaml; bench/README.md "incast" compares the two.
 struct DcqcnParameters {
   uint32_t max_rate_mbps = 100'000;     // line rate: where a QP starts and where the limiter switches off
   uint32_t min_rate_mbps = 1;           // rpg_min_rate
-  uint32_t ai_rate_mbps = 5;            // rpg_ai_rate: additive increase step
-  uint32_t hai_rate_mbps = 50;          // rpg_hai_rate: hyper increase step
-  uint32_t time_reset_ns = 300'000;     // rpg_time_reset: the rate-increase timer T
-  uint32_t byte_reset = 32'767;         // rpg_byte_reset: the rate-increase byte counter B
-  uint32_t threshold = 1;               // rpg_threshold: F, the stages of fast recovery
+  uint32_t ai_rate_mbps = 40;           // rpg_ai_rate: additive increase step (R_AI)
+  uint32_t hai_rate_mbps = 400;         // rpg_hai_rate: hyper increase step (R_HAI)
+  uint32_t time_reset_ns = 55'000;      // rpg_time_reset: the rate-increase timer T
+  uint32_t byte_reset = 10'000'000;     // rpg_byte_reset: the rate-increase byte counter B
+  uint32_t threshold = 5;               // rpg_threshold: F, the stages of fast recovery
   uint32_t min_dec_fac = 50;            // rpg_min_dec_fac: the largest single decrease, in percent
-  uint32_t dce_tcp_g = 1019;            // α ← α·g/1024 each α period (+ (1024 − g)/1024 in a period with a CNP)
-  uint32_t dce_tcp_rtt_ns = 1'000;      // the α period
+  uint32_t dce_tcp_g = 1020;            // α ← α·g/1024 each α period (+ (1024 − g)/1024 in a period with a CNP)
+  uint32_t dce_tcp_rtt_ns = 55'000;     // the α period (the paper's K)
   uint32_t initial_alpha_value = 1023;  // α (of 1024) at the first CNP
-  uint32_t rate_reduce_monitor_period_ns = 4'000;  // at most one decrease per period
-  uint32_t rate_to_set_on_first_cnp_mbps = 0;      // 0: the first CNP decreases from the current rate
+  uint32_t rate_reduce_monitor_period_ns = 50'000;  // at most one decrease per period
+  uint32_t rate_to_set_on_first_cnp_mbps = 0;       // 0: the first CNP decreases from the current rate
 };
 
 class DcqcnRate {

@@ -141,10 +141,13 @@ TEST_F(LinkModelTest, ABurstLargerThanTheBufferDropsExactlyTheExcess) {
   EXPECT_EQ(link.occupancy_bytes(), 10 * kFrame);
   EXPECT_EQ(counters_.bottleneck_dropped.read(), 15u);
   EXPECT_EQ(counters_.bottleneck_queue_peak_bytes.read(), 10 * kFrame);
+  EXPECT_EQ(counters_.bottleneck_queue_bytes.read(), 10 * kFrame);  // the gauge
 
   // The first ten arrived, so the first ten leave, in order; then there is room again.
   const std::vector<rte_mbuf*> released = drain(link, UINT64_MAX);
   ASSERT_EQ(released.size(), 10u);
+  EXPECT_EQ(counters_.bottleneck_queue_bytes.read(), 0u);
+  EXPECT_EQ(counters_.bottleneck_queue_peak_bytes.read(), 10 * kFrame);
   for (uint32_t i = 0; i < 10; ++i) EXPECT_EQ(psn_of(released[i]), i);
   free_all(released);
   EXPECT_EQ(counters_.bottleneck_forwarded.read(), 10u);

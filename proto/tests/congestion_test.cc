@@ -17,9 +17,18 @@ using testing::SimNetwork;
 
 constexpr uint64_t kUs = 1000;
 
+// NVIDIA's ConnectX values (rocev2.md §7.4) at 10 Gb/s: the α and monitor clocks these tests count in.
 DcqcnParameters ten_gig() {
   DcqcnParameters p;
   p.max_rate_mbps = 10'000;
+  p.dce_tcp_g = 1019;
+  p.dce_tcp_rtt_ns = 1'000;
+  p.rate_reduce_monitor_period_ns = 4'000;
+  p.time_reset_ns = 300'000;
+  p.byte_reset = 32'767;
+  p.threshold = 1;
+  p.ai_rate_mbps = 5;
+  p.hai_rate_mbps = 50;
   return p;
 }
 
