@@ -14,8 +14,8 @@
 # both tools' exit status.
 #
 # Environment (besides harness.sh's RXE_PEER_TOOLS, INTEROP_OUT, INTEROP_KEEP_HARNESS):
-#   INTEROP_PMTUS        path MTUs (default "1024 4096"; harness_for sets the guest's NIC MTU for each)
-#   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat")
+#   INTEROP_PMTUS        path MTUs (default "1024 4096"; empty: none; harness_for sets the guest's NIC MTU for each)
+#   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat"; empty: none)
 #   INTEROP_RDMA_CM_TESTS  which of them also run with -R, connected through rdma_cm (default "write_bw read_bw
 #                        send_lat"); the capture check then counts the test connection's traffic (the CM's second
 #                        connection; the first carries perftest's exchange)
@@ -23,6 +23,10 @@
 #   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)
 #   INTEROP_LAT_ITERS    iterations of the latency tests (default 100)
 #   INTEROP_ATTEMPTS     attempts at a case that failed for the guest's reasons only (guest_failure; default 3)
+#   INTEROP_LARGE_TESTS  tests also run with large messages at PMTU 1024 (default "write_bw"; empty: none), each
+#                        INTEROP_LARGE_SIZE bytes (default 65537) x INTEROP_LARGE_ITERS (default 30): uroce must
+#                        retransmit under 1% of the request packets it sends (issue #16: its in-flight cap keeps a
+#                        slow receiver from a whole window of go-back-N)
 # Each case's commands, both tables and the capture check are in $INTEROP_OUT/<case>.{cmd,uroce.log,guest.log,
 # check.log,pcap}; the summary at the end lists every case. Exit status 0 only if every case passed.
 set -uo pipefail
@@ -35,8 +39,8 @@ source "$HARNESS_PROJECT/apps/tests/interop/harness.sh"
 harness_require
 [ -x "$UROCE_PERF" ] || { log "no uroce-perf at $UROCE_PERF"; exit 1; }
 
-PMTUS=${INTEROP_PMTUS:-1024 4096}
-TESTS=${INTEROP_TESTS:-send_bw write_bw read_bw write_lat read_lat send_lat}
+PMTUS=${INTEROP_PMTUS-1024 4096}
+TESTS=${INTEROP_TESTS-send_bw write_bw read_bw write_lat read_lat send_lat}
 RDMA_CM_TESTS=${INTEROP_RDMA_CM_TESTS-write_bw read_bw send_lat}
 SIZE=${INTEROP_SIZE:-5001}
 BW_ITERS=${INTEROP_BW_ITERS:-200}
@@ -132,7 +136,7 @@ guest_failure() {
 # run_case TEST ROLE PMTU [-R]
 run_case() {
   local test=$1 role=$2 pmtu=$3 cm=${4:-}
-  local name="$test${cm}-uroce-$role-m$pmtu" attempt notes=""
+  local name="$test${cm}${CASE_SUFFIX:-}-uroce-$role-m$pmtu" attempt notes=""
   local urc grc crc
   for ((attempt = 1; attempt <= ${INTEROP_ATTEMPTS:-3}; attempt++)); do
     log "case $name${notes:+ (attempt $attempt)}"
@@ -151,6 +155,19 @@ run_case() {
     done
   done
   local verdict=PASS
+  if [ -n "${MAX_RETRANSMIT_PERCENT:-}" ] && [ "$crc" = 0 ]; then
+    # uroce's direction: its request packets (the op counts) and how many of them were retransmissions.
+    local sent resent
+    read -r sent resent < <(awk -v ip="$UROCE_IP" '$1 == ip && $2 == "->" && /retransmitted/ {
+        n = 0; split($0, parts, ";"); sub(/^[^:]*: /, "", parts[1]); k = split(parts[1], ops, ", ");
+        for (i = 1; i <= k; i++) { split(ops[i], f, " "); n += f[2] }
+        match($0, /retransmitted [0-9]+/); print n, substr($0, RSTART + 14, RLENGTH - 14); exit }' \
+      "$OUT/$name.check.log")
+    if [ -z "$sent" ] || [ "$sent" = 0 ] || [ $((resent * 100)) -ge $((sent * MAX_RETRANSMIT_PERCENT)) ]; then
+      crc=1
+      notes+=" [uroce retransmitted ${resent:-?} of ${sent:-?} request packets: not under $MAX_RETRANSMIT_PERCENT%]"
+    fi
+  fi
   if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL
     report_failure "$name" "uroce exit $urc, guest exit $grc, capture check $crc"
@@ -159,7 +176,7 @@ run_case() {
   local retrans
   retrans=$(grep -o 'retransmitted [0-9]*' "$OUT/$name.check.log" | awk '{printf "%s%s", s, $2; s="/"}')
   summary+=("$(printf '%-4s %-11s uroce %-6s PMTU %4s: uroce %s, ib_%s %s, capture %s (%s RoCE packets, retransmitted %s)%s' \
-    "$verdict" "$test$cm" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
+    "$verdict" "$test$cm${CASE_SUFFIX:-}" "$role" "$pmtu" "$urc" "$test" "$grc" "$([ "$crc" = 0 ] && echo ok || echo FAIL)" \
     "$(grep -o '[0-9]* RoCE packets' "$OUT/$name.check.log" | awk '{print $1}')" "${retrans:-?}" "$CHECK_NOTES$notes")")
   log "  ${summary[-1]}"
 }
@@ -178,5 +195,15 @@ for pmtu in $PMTUS; do
     done
   done
 done
+
+LARGE_TESTS=${INTEROP_LARGE_TESTS-write_bw}
+if [ -n "$LARGE_TESTS" ] && harness_for_cases 1024; then
+  SIZE=${INTEROP_LARGE_SIZE:-65537} BW_ITERS=${INTEROP_LARGE_ITERS:-30} CASE_SUFFIX=-large MAX_RETRANSMIT_PERCENT=1
+  for test in $LARGE_TESTS; do
+    for role in server client; do
+      run_case "$test" "$role" 1024
+    done
+  done
+fi
 
 harness_summary "uroce-perf <-> perftest 6.06 on rdma_rxe: interop summary, $((SECONDS - start)) s; tables in the logs"
