@@ -77,32 +77,73 @@ void Lifetime::last_reference_gone() noexcept {
 
 // ------------------------------------------------------------------------------------------------- Adapter
 
-NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, AdapterImpl** adapter) {
-  if (adapter == nullptr) return STATUS_INVALID_PARAMETER;
-  // ndkpi.md §1: major must match; the requested minor is the lowest the caller accepts.
-  if (version.Major != kNdkVersion.Major || version.Minor > kNdkVersion.Minor) return NDIS_STATUS_BAD_VERSION;
-  std::unique_ptr<AdapterImpl> a(new AdapterImpl());
+// ------------------------------------------------------------------------------------------------- Stack
+
+namespace {
+
+// The Stack the process's adapters share, if one runs. Opens and last closes take the mutex, so a Stack is
+// started and stopped by one thread at a time (DPDK's EAL is initialised once per process).
+std::mutex stack_registry_mutex;
+std::weak_ptr<Stack> stack_registry;
+
+}  // namespace
+
+NTSTATUS Stack::attach(const config::Config& config, std::shared_ptr<Stack>& out) {
+  const std::lock_guard lock(stack_registry_mutex);
+  std::shared_ptr<Stack> stack = stack_registry.lock();
+  if (stack != nullptr && !(stack->config() == config)) {
+    std::fprintf(stderr,
+                 "uroce: NdkOpenAdapter: an adapter of this process already runs on another configuration; DPDK "
+                 "serves one dataplane per process, so every adapter of a process opens on the same configuration\n");
+    return STATUS_INSUFFICIENT_RESOURCES;
+  }
+  if (stack == nullptr) {
+    stack.reset(new Stack());
+    if (const NTSTATUS status = stack->start(config); status != STATUS_SUCCESS) return status;
+    stack_registry = stack;
+  }
+  {
+    const std::lock_guard adapters(stack->adapters_mutex_);
+    ++stack->adapters_;
+  }
+  out = std::move(stack);
+  return STATUS_SUCCESS;
+}
+
+void Stack::detach(std::shared_ptr<Stack>& stack, bool asked_to_stop_polling) {
+  const std::lock_guard lock(stack_registry_mutex);
+  {
+    const std::lock_guard adapters(stack->adapters_mutex_);
+    --stack->adapters_;
+    if (asked_to_stop_polling) --stack->stop_requests_;
+    // The adapters left may all have asked already.
+    if (stack->adapters_ != 0 && stack->stop_requests_ >= stack->adapters_) stack->dataplane_->stop_engines();
+  }
+  stack.reset();  // the last adapter's: ~Stack runs here, under the registry's lock
+}
+
+NTSTATUS Stack::start(const config::Config& config) {
   auto dp = dataplane::Dataplane::start(config);
   if (!dp.ok()) {
     std::fprintf(stderr, "uroce: NdkOpenAdapter: %s\n", dp.error().c_str());
     return STATUS_INSUFFICIENT_RESOURCES;
   }
-  a->dataplane_ = std::move(dp.value());
-  auto transport = dataplane::RcTransport::start(*a->dataplane_);
+  dataplane_ = std::move(dp.value());
+  auto transport = dataplane::RcTransport::start(*dataplane_);
   if (!transport.ok()) {
     std::fprintf(stderr, "uroce: NdkOpenAdapter: %s\n", transport.error().c_str());
     return STATUS_INSUFFICIENT_RESOURCES;
   }
-  a->transport_ = std::move(transport.value());
-  a->notifier_ = std::make_unique<Notifier>(kMaxNotifiables);
+  transport_ = std::move(transport.value());
+  notifier_ = std::make_unique<Notifier>(kMaxNotifiables);
   std::string error;
-  a->connections_ = ConnectionManager::start(*a, error);
-  if (!a->connections_) {
+  connections_ = ConnectionManager::start(*this, error);
+  if (!connections_) {
     std::fprintf(stderr, "uroce: NdkOpenAdapter: connection management: %s\n", error.c_str());
     return STATUS_INSUFFICIENT_RESOURCES;
   }
 
-  NdkAdapterInfo& i = a->info_;
+  NdkAdapterInfo& i = info_;
   i.Version = kNdkVersion;
   i.MaxRegistrationSize = kMaxRegistrationSize;
   i.MaxWindowSize = kMaxRegistrationSize;
@@ -128,8 +169,52 @@ NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, Ada
   // our own address are not.
   i.AdapterFlags = NDK_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED | NDK_ADAPTER_FLAG_RDMA_READ_SINK_NOT_REQUIRED |
                    NDK_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED | NDK_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED |
-                   (a->dataplane_->engine_count() > 1 ? NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED : 0u);
+                   (dataplane_->engine_count() > 1 ? NDK_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED : 0u);
   i.RdmaTechnology = NdkRoCEv2;
+  return STATUS_SUCCESS;
+}
+
+// Every adapter has closed, so nothing of theirs is left: the connection manager's thread and the GSI QP go
+// first, then the notifier and the engines. A Stack whose start failed part way takes down what it started.
+Stack::~Stack() {
+  connections_.reset();
+  if (notifier_) notifier_->stop();
+  transport_.reset();
+  if (dataplane_) dataplane_->stop();
+}
+
+void Stack::stop_polling_requested() {
+  // Called with adapters_mutex_ held (AdapterImpl::UroceStopPolling).
+  if (++stop_requests_ >= adapters_) dataplane_->stop_engines();
+}
+
+// The first engine whose CPU the affinity names; else the lowest named CPU modulo the engine count; no
+// affinity: round-robin. (Engines sharing one CPU cannot be told apart: the first wins.)
+dataplane::EngineId Stack::choose_engine(const GroupAffinity* affinity) noexcept {
+  const auto engines = static_cast<uint32_t>(dataplane_->engine_count());
+  if (engines <= 1) return 0;  // nothing to choose (Dataplane::start refuses an empty eal.lcores)
+  if (affinity == nullptr || affinity->Mask == 0 || affinity->Group != 0)
+    return static_cast<dataplane::EngineId>(next_engine_.fetch_add(1, std::memory_order_relaxed) % engines);
+  const auto& cpus = dataplane_->config().eal.lcores;
+  for (uint32_t e = 0; e < engines && e < cpus.size(); ++e)
+    if (cpus[e] < 64 && (affinity->Mask >> cpus[e]) & 1) return static_cast<dataplane::EngineId>(e);
+  return static_cast<dataplane::EngineId>(static_cast<uint32_t>(__builtin_ctzll(affinity->Mask)) % engines);
+}
+
+bool Stack::reserve_notifiable() noexcept {
+  if (notifiables_.fetch_add(1, std::memory_order_relaxed) < kMaxNotifiables) return true;
+  notifiables_.fetch_sub(1, std::memory_order_relaxed);
+  return false;
+}
+
+// ------------------------------------------------------------------------------------------------- Adapter
+
+NTSTATUS AdapterImpl::open(const config::Config& config, NdkVersion version, AdapterImpl** adapter) {
+  if (adapter == nullptr) return STATUS_INVALID_PARAMETER;
+  // ndkpi.md §1: major must match; the requested minor is the lowest the caller accepts.
+  if (version.Major != kNdkVersion.Major || version.Minor > kNdkVersion.Minor) return NDIS_STATUS_BAD_VERSION;
+  std::unique_ptr<AdapterImpl> a(new AdapterImpl());
+  if (const NTSTATUS status = Stack::attach(config, a->stack_); status != STATUS_SUCCESS) return status;
   *adapter = a.release();
   return STATUS_SUCCESS;
 }
@@ -142,12 +227,15 @@ void AdapterImpl::close() {
   // callback of every descendant has returned).
   release();
   while (!unreferenced_.load(std::memory_order_acquire)) std::this_thread::sleep_for(std::chrono::microseconds(100));
-  connections_.reset();  // its thread and the GSI QP, before the notifier and the engines go
-  notifier_->stop();
-  transport_.reset();
-  dataplane_->stop();
-  dataplane_.reset();
+  Stack::detach(stack_, asked_to_stop_polling_);
   delete this;
+}
+
+void AdapterImpl::UroceStopPolling() {
+  const std::lock_guard lock(stack_->adapters_mutex_);
+  if (asked_to_stop_polling_) return;
+  asked_to_stop_polling_ = true;
+  stack_->stop_polling_requested();
 }
 
 NTSTATUS AdapterImpl::NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) {
@@ -157,7 +245,7 @@ NTSTATUS AdapterImpl::NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer
     return STATUS_BUFFER_TOO_SMALL;
   }
   if (info == nullptr) return STATUS_INVALID_PARAMETER;
-  *info = info_;
+  *info = stack_->info();
   *buffer_size = sizeof(NdkAdapterInfo);
   return STATUS_SUCCESS;
 }
@@ -174,40 +262,21 @@ UroceResourceCounts AdapterImpl::UroceQueryResources() {
   r.Connectors = live(NdkObjectTypeConnector);
   r.Listeners = live(NdkObjectTypeListener);
   r.SharedEndpoints = live(NdkObjectTypeSharedEndpoint);
-  const dataplane::RcTransport::Usage transport = transport_->usage();
+  const dataplane::RcTransport::Usage transport = stack_->transport().usage();
   r.TransportQps = transport.qps;
   r.MemorySlots = transport.memory_slots;
-  const ConnectionManager::Usage cm = connections_->usage();
+  const ConnectionManager::Usage cm = stack_->connections().usage();
   r.CmIds = cm.cm_ids;
   r.BoundEndpoints = cm.bound_endpoints;
   return r;
 }
 
-uint16_t AdapterImpl::UroceEngineCount() const { return static_cast<uint16_t>(dataplane_->engine_count()); }
+uint16_t AdapterImpl::UroceEngineCount() const { return static_cast<uint16_t>(stack_->dataplane().engine_count()); }
 
 GroupAffinity AdapterImpl::UroceEngineAffinity(uint16_t engine) const {
-  const auto& cpus = dataplane_->config().eal.lcores;
+  const auto& cpus = stack_->config().eal.lcores;
   if (engine >= cpus.size() || cpus[engine] >= 64) return GroupAffinity{};
   return GroupAffinity{uint64_t{1} << cpus[engine], 0};
-}
-
-// The first engine whose CPU the affinity names; else the lowest named CPU modulo the engine count; no
-// affinity: round-robin. (Engines sharing one CPU cannot be told apart: the first wins.)
-dataplane::EngineId AdapterImpl::choose_engine(const GroupAffinity* affinity) noexcept {
-  const auto engines = static_cast<uint32_t>(dataplane_->engine_count());
-  if (engines <= 1) return 0;  // nothing to choose (Dataplane::start refuses an empty eal.lcores)
-  if (affinity == nullptr || affinity->Mask == 0 || affinity->Group != 0)
-    return static_cast<dataplane::EngineId>(next_engine_.fetch_add(1, std::memory_order_relaxed) % engines);
-  const auto& cpus = dataplane_->config().eal.lcores;
-  for (uint32_t e = 0; e < engines && e < cpus.size(); ++e)
-    if (cpus[e] < 64 && (affinity->Mask >> cpus[e]) & 1) return static_cast<dataplane::EngineId>(e);
-  return static_cast<dataplane::EngineId>(static_cast<uint32_t>(__builtin_ctzll(affinity->Mask)) % engines);
-}
-
-bool AdapterImpl::reserve_notifiable() noexcept {
-  if (notifiables_.fetch_add(1, std::memory_order_relaxed) < kMaxNotifiables) return true;
-  notifiables_.fetch_sub(1, std::memory_order_relaxed);
-  return false;
 }
 
 NTSTATUS AdapterImpl::NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
@@ -236,7 +305,7 @@ NTSTATUS AdapterImpl::NdkCreateSharedEndpoint(const sockaddr* address, uint32_t 
   return create(*this, completion, request_context, endpoint, [this, local]() -> std::pair<NTSTATUS, SharedEndpoint*> {
     SocketEndpoint bound = *local;  // port 0: bind() picks one
     auto* e = new SharedEndpointImpl(*this);
-    const NTSTATUS status = connections_->bind(bound, e);
+    const NTSTATUS status = connections().bind(bound, e);
     if (status != STATUS_SUCCESS) {
       (void)e->NdkCloseSharedEndpoint(nullptr, nullptr);
       return {status, nullptr};

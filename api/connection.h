@@ -40,7 +40,8 @@ class SharedEndpointImpl;
 
 class ConnectionManager final : public proto::CmEnv {
  public:
-  [[nodiscard]] static std::unique_ptr<ConnectionManager> start(AdapterImpl& adapter, std::string& error);
+  // One per Stack: every adapter of the process shares it (and the GSI QP it owns).
+  [[nodiscard]] static std::unique_ptr<ConnectionManager> start(Stack& stack, std::string& error);
   static constexpr const char* kThreadName = "uroce-cm";  // its thread's name (pthread_setname_np)
   ~ConnectionManager();  // stops the thread; every connector has gone by then (adapter close)
   ConnectionManager(const ConnectionManager&) = delete;
@@ -84,10 +85,10 @@ class ConnectionManager final : public proto::CmEnv {
                 const proto::Gid& remote_gid) override;
   uint32_t random32() override { return static_cast<uint32_t>(random_()); }
 
-  [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
+  [[nodiscard]] Stack& stack() noexcept { return stack_; }
 
  private:
-  explicit ConnectionManager(AdapterImpl& adapter);
+  explicit ConnectionManager(Stack& stack);
   void run();
   bool step();  // one round of work, MADs, timers and events; true if anything happened
   void dispatch(const proto::CmEvent& event);
@@ -101,7 +102,7 @@ class ConnectionManager final : public proto::CmEnv {
     ListenerImpl* listener = nullptr;
   };
 
-  AdapterImpl& adapter_;
+  Stack& stack_;
   std::unique_ptr<dataplane::GsiChannel> gsi_;
   std::unique_ptr<proto::CmAgent> agent_;
   std::thread thread_;
@@ -139,6 +140,7 @@ class ListenerImpl final : public Listener, public Lifetime {
   [[nodiscard]] bool accepting() const noexcept { return !paused_.load(std::memory_order_acquire) && !closing(); }
   // Notifier: hands the consumer its new connector (or rejects it if the listener closed meanwhile).
   void deliver(ConnectorImpl* connector);
+  [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   using Lifetime::release;
   using Lifetime::retain;
 

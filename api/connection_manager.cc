@@ -33,18 +33,18 @@ bool endpoints_overlap(const SocketEndpoint& a, const SocketEndpoint& b) {
 
 // ------------------------------------------------------------------------------------------- the manager
 
-ConnectionManager::ConnectionManager(AdapterImpl& adapter) : adapter_(adapter), random_(std::random_device{}()) {}
+ConnectionManager::ConnectionManager(Stack& stack) : stack_(stack), random_(std::random_device{}()) {}
 
-std::unique_ptr<ConnectionManager> ConnectionManager::start(AdapterImpl& adapter, std::string& error) {
-  std::unique_ptr<ConnectionManager> cm(new ConnectionManager(adapter));
-  auto gsi = dataplane::GsiChannel::start(adapter.dataplane());
+std::unique_ptr<ConnectionManager> ConnectionManager::start(Stack& stack, std::string& error) {
+  std::unique_ptr<ConnectionManager> cm(new ConnectionManager(stack));
+  auto gsi = dataplane::GsiChannel::start(stack.dataplane());
   if (!gsi.ok()) {
     error = "the GSI QP: " + gsi.error();
     return nullptr;
   }
   cm->gsi_ = std::move(gsi.value());
   proto::CmParams params;
-  params.local_ca_guid = adapter.dataplane().port_count() > 0 ? ca_guid_of(adapter.dataplane().port(0).mac) : 0;
+  params.local_ca_guid = stack.dataplane().port_count() > 0 ? ca_guid_of(stack.dataplane().port(0).mac) : 0;
   cm->agent_ = std::make_unique<proto::CmAgent>(params, cm.get());
   cm->thread_ = std::thread([m = cm.get()] { m->run(); });
   (void)pthread_setname_np(cm->thread_.native_handle(), kThreadName);  // what top -H and the tests see
@@ -169,17 +169,19 @@ void ConnectionManager::on_request(const proto::CmEvent& event) {
   if (hdr->destination.gid != req.remote_gid || hdr->source.address.gid != req.local_gid)
     return reject(proto::CmRejectReason::kInvalidGid);
   const config::IpAddress local_ip = dataplane::ip_of_gid(req.remote_gid);
-  const auto port = port_for(adapter_.config(), local_ip, local_ip.is_v6);
+  const auto port = port_for(stack_.config(), local_ip, local_ip.is_v6);
   if (!port) return reject(proto::CmRejectReason::kInvalidGid);
   const uint16_t service_port = proto::rdma_cm_port(req.service_id);
   ListenerImpl* listener = find_listener(local_ip, service_port);
   // No listener (or a paused one): rejected at once, so the peer sees "refused" rather than a timeout.
   if (listener == nullptr) return reject(proto::CmRejectReason::kInvalidServiceId);
 
-  auto* connector = new ConnectorImpl(adapter_, *listener, event, *port, SocketEndpoint{local_ip, service_port},
-                                      SocketEndpoint{dataplane::ip_of_gid(req.local_gid), hdr->source.port});
+  // The passive side's connector belongs to the listener's adapter.
+  auto* connector =
+      new ConnectorImpl(listener->adapter(), *listener, event, *port, SocketEndpoint{local_ip, service_port},
+                        SocketEndpoint{dataplane::ip_of_gid(req.local_gid), hdr->source.port});
   attach(event.id, connector);
-  adapter_.notifier().run([listener, connector] {
+  stack_.notifier().run([listener, connector] {
     listener->deliver(connector);
     listener->release();  // find_listener's reference
   });
@@ -291,7 +293,7 @@ std::optional<proto::MacAddr> ConnectionManager::mac_for(dataplane::PortIndex po
 void ConnectionManager::send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
                                  const proto::Gid& remote_gid) {
   const config::IpAddress local = dataplane::ip_of_gid(local_gid);
-  const auto port = port_for(adapter_.config(), local, local.is_v6);
+  const auto port = port_for(stack_.config(), local, local.is_v6);
   const auto mac = port ? mac_for(*port, remote_gid) : std::nullopt;
   if (!port || !mac) {
     ++mads_unsent_;  // a MAD to a peer we never heard from nor resolved: nothing to do; the CM retries if it must

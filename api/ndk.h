@@ -125,7 +125,8 @@ class Adapter : public ObjectHeader {
   // Stops the engines: from its return no packet is received or sent, though the ports stay open until
   // NdkCloseAdapter, the only call valid afterwards (close every object first). Two processes joined by a
   // shared-memory link (net_memif) both call it, meet out of band, and only then close their adapters: DPDK
-  // 22.11's memif PMD crashes a process whose engine polls while the peer closes its end.
+  // 22.11's memif PMD crashes a process whose engine polls while the peer closes its end. Adapters of one process
+  // share their engines (NdkOpenAdapter): they stop once every open adapter has called it.
   virtual void UroceStopPolling() = 0;
   // The adapter's resources now (see UroceResourceCounts). Waits for the CM thread to count its own; never call it
   // from a callback.
@@ -137,7 +138,12 @@ class Adapter : public ObjectHeader {
 };
 
 // NDIS's OPEN_NDK_ADAPTER_HANDLER: starts the dataplane and the RC transport for `config`. Version
-// negotiation as NDKPI's: major 1, and the lowest minor the caller accepts; the adapter runs 1.2.
+// negotiation as NDKPI's: major 1, and the lowest minor the caller accepts; the adapter runs 1.2. Many adapters
+// may be open at once (ndkpi.md §1): DPDK serves one dataplane per process, so adapters opened on the same
+// configuration share its engines, RC transport, notifier and connection manager, which the first open starts and
+// the last close stops. An open on another configuration while adapters run fails (STATUS_INSUFFICIENT_RESOURCES,
+// saying why on stderr). Objects of one adapter must not be used with another's (a QP's CQs and PD are its
+// adapter's), as NDKPI requires.
 [[nodiscard]] NTSTATUS NdkOpenAdapter(const config::Config& config, NdkVersion version, Adapter** adapter);
 // CLOSE_NDK_ADAPTER_HANDLER: blocks until every object of the adapter has been closed (consumers close
 // them, in any order) and every callback has returned, then stops the engines. Never from a callback.

@@ -36,7 +36,7 @@ inline constexpr uint64_t kMaxRegistrationSize = uint64_t{1} << 40;
 inline constexpr uint32_t kPageSize = 4096;
 inline constexpr uint32_t kFastRegisterPageCount = 256;  // per fast-register MR
 inline constexpr uint32_t kLargeRequestThreshold = 64 * 1024;
-inline constexpr uint32_t kMaxNotifiables = 8192;  // CQs + SRQs per adapter
+inline constexpr uint32_t kMaxNotifiables = 8192;  // CQs + SRQs of the adapters sharing one Stack
 
 class AdapterImpl;
 class CqImpl;
@@ -105,6 +105,53 @@ class LiveObject {
   const NdkObjectType type_;
 };
 
+// What the adapters of one process share (ndkpi.md §1: many adapter instances may exist per NIC). DPDK's EAL runs
+// one dataplane per process, so every adapter opened on the same configuration shares one Stack: its engines, RC
+// transport (with its memory table, so PD numbers are the Stack's), notifier and connection manager. The first
+// NdkOpenAdapter starts it, the last NdkCloseAdapter stops it; an open with a different configuration while one
+// runs fails with a message saying so.
+class Stack {
+ public:
+  // The running Stack if `config` is its configuration, else a new one if none runs; registers one adapter.
+  [[nodiscard]] static NTSTATUS attach(const config::Config& config, std::shared_ptr<Stack>& out);
+  // The adapter's close: the last one stops the Stack (under the registry's lock, so that no open meets a Stack
+  // going down, or starts a second dataplane while the first still runs).
+  static void detach(std::shared_ptr<Stack>& stack, bool asked_to_stop_polling);
+  ~Stack();
+  Stack(const Stack&) = delete;
+  Stack& operator=(const Stack&) = delete;
+
+  [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
+  [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }
+  [[nodiscard]] Notifier& notifier() noexcept { return *notifier_; }
+  [[nodiscard]] ConnectionManager& connections() noexcept { return *connections_; }
+  [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return info_; }
+  [[nodiscard]] const config::Config& config() const noexcept { return dataplane_->config(); }
+  uint32_t next_pd_id() noexcept { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
+  bool reserve_notifiable() noexcept;
+  void release_notifiable() noexcept { notifiables_.fetch_sub(1, std::memory_order_relaxed); }
+  dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
+  // UroceStopPolling from one adapter: the engines stop once every adapter sharing them has asked.
+  void stop_polling_requested();
+
+ private:
+  Stack() = default;
+  NTSTATUS start(const config::Config& config);
+
+  std::unique_ptr<dataplane::Dataplane> dataplane_;
+  std::unique_ptr<dataplane::RcTransport> transport_;
+  std::unique_ptr<Notifier> notifier_;
+  std::unique_ptr<ConnectionManager> connections_;
+  NdkAdapterInfo info_{};
+  std::atomic<uint32_t> next_pd_id_{1};
+  std::atomic<uint32_t> next_engine_{0};
+  std::atomic<uint32_t> notifiables_{0};
+  std::mutex adapters_mutex_;
+  uint32_t adapters_ = 0;       // attached
+  uint32_t stop_requests_ = 0;  // of those, the ones that asked to stop polling
+  friend class AdapterImpl;     // its UroceStopPolling takes adapters_mutex_
+};
+
 class AdapterImpl final : public Adapter, public Lifetime {
  public:
   static NTSTATUS open(const config::Config& config, NdkVersion version, AdapterImpl** adapter);
@@ -123,22 +170,24 @@ class AdapterImpl final : public Adapter, public Lifetime {
                              CreateCompletion completion, void* request_context, Listener** listener) override;
   [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
   [[nodiscard]] uint16_t UroceEngineCount() const override;
-  void UroceWaitForNotifier() override { notifier_->wait_idle(); }
-  void UroceStopPolling() override { dataplane_->stop_engines(); }
+  void UroceWaitForNotifier() override { stack_->notifier().wait_idle(); }
+  // Stops this adapter's traffic: the engines it shares stop once every adapter sharing them has asked.
+  void UroceStopPolling() override;
   UroceResourceCounts UroceQueryResources() override;
 
-  [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return *dataplane_; }
-  [[nodiscard]] dataplane::RcTransport& transport() noexcept { return *transport_; }
-  [[nodiscard]] Notifier& notifier() noexcept { return *notifier_; }
-  [[nodiscard]] ConnectionManager& connections() noexcept { return *connections_; }
-  [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return info_; }
-  [[nodiscard]] const config::Config& config() const noexcept { return dataplane_->config(); }
-  uint32_t next_pd_id() noexcept { return next_pd_id_.fetch_add(1, std::memory_order_relaxed); }
+  [[nodiscard]] Stack& stack() noexcept { return *stack_; }
+  [[nodiscard]] dataplane::Dataplane& dataplane() noexcept { return stack_->dataplane(); }
+  [[nodiscard]] dataplane::RcTransport& transport() noexcept { return stack_->transport(); }
+  [[nodiscard]] Notifier& notifier() noexcept { return stack_->notifier(); }
+  [[nodiscard]] ConnectionManager& connections() noexcept { return stack_->connections(); }
+  [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return stack_->info(); }
+  [[nodiscard]] const config::Config& config() const noexcept { return stack_->config(); }
+  uint32_t next_pd_id() noexcept { return stack_->next_pd_id(); }
   // Counts CQs and SRQs against the notifier queue's capacity.
-  bool reserve_notifiable() noexcept;
+  bool reserve_notifiable() noexcept { return stack_->reserve_notifiable(); }
   // The engine an affinity names (see NdkCreateCq in ndk.h); round-robin without one.
-  dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
-  void release_notifiable() noexcept { notifiables_.fetch_sub(1, std::memory_order_relaxed); }
+  dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept { return stack_->choose_engine(affinity); }
+  void release_notifiable() noexcept { stack_->release_notifiable(); }
   // LiveObject's counts. Relaxed: a close that returned happens after the destruction that counted it.
   void object_created(NdkObjectType type) noexcept { live_.at(type).fetch_add(1, std::memory_order_relaxed); }
   void object_destroyed(NdkObjectType type) noexcept { live_.at(type).fetch_sub(1, std::memory_order_relaxed); }
@@ -152,14 +201,8 @@ class AdapterImpl final : public Adapter, public Lifetime {
   AdapterImpl();
   void last_reference_gone() noexcept override { unreferenced_.store(true, std::memory_order_release); }
 
-  std::unique_ptr<dataplane::Dataplane> dataplane_;
-  std::unique_ptr<dataplane::RcTransport> transport_;
-  std::unique_ptr<Notifier> notifier_;
-  std::unique_ptr<ConnectionManager> connections_;
-  NdkAdapterInfo info_{};
-  std::atomic<uint32_t> next_pd_id_{1};
-  std::atomic<uint32_t> next_engine_{0};
-  std::atomic<uint32_t> notifiables_{0};
+  std::shared_ptr<Stack> stack_;
+  bool asked_to_stop_polling_ = false;  // UroceStopPolling (consumer threads; under the Stack's adapters_mutex_)
   std::atomic<bool> unreferenced_{false};
   std::array<std::atomic<uint32_t>, NdkObjectTypeSrq + 1> live_{};  // by NdkObjectType
 
@@ -183,7 +226,7 @@ NTSTATUS AdapterImpl::create(Lifetime& antecedent, CreateCompletion completion, 
     return made.first;
   }
   antecedent.retain();
-  notifier_->run([&antecedent, completion, context, make = std::forward<Make>(make)]() mutable {
+  stack_->notifier().run([&antecedent, completion, context, make = std::forward<Make>(make)]() mutable {
     auto [status, object] = make();
     completion(context, status, status == STATUS_SUCCESS ? static_cast<ObjectHeader*>(object) : nullptr);
     antecedent.release();

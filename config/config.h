@@ -35,6 +35,7 @@ struct EalConfig {
   unsigned memory_mb = 512;             // -m for --no-huge (pools must fit: 2-3x their total)
   std::string file_prefix;              // empty: "uroce-<pid>", so processes never collide
   std::vector<std::string> extra_args;  // appended verbatim to the EAL arguments
+  friend bool operator==(const EalConfig&, const EalConfig&) = default;
 };
 
 // The CPUs this process may run on (sched_getaffinity: taskset, cpusets), ascending; empty if unreadable.
@@ -53,6 +54,7 @@ struct IpAddress {
   bool is_v6 = false;
   std::array<uint8_t, 16> bytes{};  // IPv4 in bytes 0..3
   uint8_t prefix_length = 32;       // on-link subnet; peers outside it are unreachable (no routing)
+  friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 
 struct PortConfig {
@@ -68,6 +70,7 @@ struct PortConfig {
   uint16_t rx_descriptors = 1024;
   uint16_t tx_descriptors = 1024;
   Steering steering = Steering::kAuto;
+  friend bool operator==(const PortConfig&, const PortConfig&) = default;
 };
 
 struct EngineConfig {
@@ -83,6 +86,7 @@ struct EngineConfig {
   // RC request packets whose payload is at least this many bytes of registered memory go out zero-copy (an
   // mbuf attached to the memory with rte_pktmbuf_attach_extbuf); 0 = always copy. See config/README.md.
   uint32_t zero_copy_threshold = 0;
+  friend bool operator==(const EngineConfig&, const EngineConfig&) = default;
 };
 
 struct RdmaConfig {
@@ -95,6 +99,7 @@ struct RdmaConfig {
   uint8_t max_rd_atomic = 16;          // initiator depth: our outstanding READ/ATOMIC
   uint8_t max_dest_rd_atomic = 16;     // responder resources
   uint16_t udp_source_port_base = 0xC000;
+  friend bool operator==(const RdmaConfig&, const RdmaConfig&) = default;
 };
 
 // Test-only bottleneck link on every (engine, port) RX queue (dataplane/link_model.h): a FIFO served at
@@ -108,6 +113,7 @@ struct BottleneckConfig {
   uint32_t ecn_kmax_bytes = 0;
   double ecn_pmax = 1;
   [[nodiscard]] bool enabled() const { return rate_mbps > 0; }
+  friend bool operator==(const BottleneckConfig&, const BottleneckConfig&) = default;
 };
 
 // Congestion control (rocev2.md §7, cm-nvmf-dcqcn.md §4): what uroce does as a DCQCN notification point (CE-marked
@@ -117,6 +123,7 @@ struct NotificationPointConfig {
   bool enabled = true;
   uint32_t min_time_between_cnps_us = 50;  // per QP (the paper's N)
   uint8_t cnp_dscp = 48;
+  friend bool operator==(const NotificationPointConfig&, const NotificationPointConfig&) = default;
 };
 
 // Defaults: the SIGCOMM 2015 paper's parameters (cm-nvmf-dcqcn.md §4.1), which hold an 8-to-1 incast at the
@@ -136,6 +143,7 @@ struct ReactionPointConfig {
   uint32_t initial_alpha_value = 1023;  // of 1024
   uint32_t rate_reduce_monitor_period_us = 50;
   uint32_t rate_to_set_on_first_cnp_mbps = 0;
+  friend bool operator==(const ReactionPointConfig&, const ReactionPointConfig&) = default;
 };
 
 struct CongestionConfig {
@@ -145,6 +153,7 @@ struct CongestionConfig {
   bool ecn = true;  // send RoCE packets ECN-capable (ECT(0)), so congested switches mark them instead of dropping
   NotificationPointConfig notification_point;
   ReactionPointConfig reaction_point;
+  friend bool operator==(const CongestionConfig&, const CongestionConfig&) = default;
 };
 
 // Test-only fault injection on every port's RX and TX; all zero (off) by default.
@@ -159,11 +168,13 @@ struct FaultConfig {
   [[nodiscard]] bool random_enabled() const { return loss > 0 || reorder > 0 || duplicate > 0 || corrupt > 0; }
   // Anything at all: the random faults or the bottleneck.
   [[nodiscard]] bool enabled() const { return random_enabled() || bottleneck.enabled(); }
+  friend bool operator==(const FaultConfig&, const FaultConfig&) = default;
 };
 
 struct CaptureConfig {
   std::string pcapng_path;  // empty: off. Every packet each engine sends and receives, from the engine itself
   uint32_t snap_length = 65535;
+  friend bool operator==(const CaptureConfig&, const CaptureConfig&) = default;
 };
 
 struct Config {
@@ -174,6 +185,7 @@ struct Config {
   CongestionConfig congestion;
   FaultConfig faults;
   CaptureConfig capture;
+  friend bool operator==(const Config&, const Config&) = default;
 };
 
 struct ConfigError {

@@ -53,6 +53,47 @@ TEST(AdapterOpen, RefusesAConfigurationWithoutEngines) {
   EXPECT_EQ(adapter, nullptr);
 }
 
+// ndkpi.md §1 (review row A3): many adapter instances may exist per NIC. Adapters opened on one configuration share
+// its dataplane: a QP of one talks to a QP of the other, closing one leaves the other working, UroceStopPolling from
+// one stops nothing the other still uses, and an open on another configuration while they run fails (DPDK serves
+// one dataplane per process) until the last of them has closed.
+TEST(AdapterOpen, SeveralAdaptersShareOneConfigurationsEngines) {
+  const config::Config config = api_test_config();
+  config::Config other = config;
+  other.engine.tx_backlog += 1;
+  Adapter* first = nullptr;
+  Adapter* second = nullptr;
+  Adapter* third = nullptr;
+  ASSERT_EQ(NdkOpenAdapter(config, kNdkVersion, &first), STATUS_SUCCESS);
+  ASSERT_EQ(NdkOpenAdapter(config, kNdkVersion, &second), STATUS_SUCCESS);
+  EXPECT_NE(first, second);
+  EXPECT_EQ(NdkOpenAdapter(other, kNdkVersion, &third), STATUS_INSUFFICIENT_RESOURCES);
+  EXPECT_EQ(third, nullptr);
+  {
+    Player a(*first, PlayerOptions{.engine = 0});
+    Player b(*second, PlayerOptions{.engine = 1});
+    connect(a, b);
+    traffic(a, b, 16);
+    first->UroceStopPolling();  // the second adapter still uses the engines: they keep polling
+    traffic(b, a, 16);
+    // Each adapter counts its own objects; the transport's QPs are the process's.
+    EXPECT_EQ(first->UroceQueryResources().Qps, 1u);
+    EXPECT_EQ(second->UroceQueryResources().Qps, 1u);
+    EXPECT_EQ(second->UroceQueryResources().TransportQps, 2u);
+  }
+  NdkCloseAdapter(first);
+  {
+    Player c(*second, PlayerOptions{.engine = 0});
+    Player d(*second, PlayerOptions{.engine = 1});
+    connect(c, d);
+    traffic(c, d, 16);
+  }
+  EXPECT_EQ(NdkOpenAdapter(other, kNdkVersion, &third), STATUS_INSUFFICIENT_RESOURCES);
+  NdkCloseAdapter(second);
+  ASSERT_EQ(NdkOpenAdapter(other, kNdkVersion, &third), STATUS_SUCCESS);  // all closed: another configuration
+  NdkCloseAdapter(third);
+}
+
 class AdapterTest : public ApiTest {};
 
 // CPU time (user + system, in clock ticks) of this process's threads named `name` (/proc/self/task/*/comm).

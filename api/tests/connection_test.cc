@@ -282,6 +282,55 @@ TEST_F(ConnectionTest, ConnectAcceptTrafficAndGracefulDisconnect) {
   close(listener);
 }
 
+// Review row A3: adapters of one process share the connection manager. A connector of one adapter reaches a listener
+// of another; the passive connector belongs to the listener's adapter, and the connection carries traffic.
+TEST_F(ConnectionTest, AConnectorAndAListenerOfTwoAdaptersConnect) {
+  Adapter* second = nullptr;
+  ASSERT_EQ(NdkOpenAdapter(api_test_config(), kNdkVersion, &second), STATUS_SUCCESS);
+  {
+    Player& a = player({.engine = 0});
+    Player b(*second, PlayerOptions{.engine = 1});
+    ListenerEvents events;
+    Listener* listener = nullptr;
+    ASSERT_EQ(second->NdkCreateListener(&ListenerEvents::callback, &events, nullptr, nullptr, &listener),
+              STATUS_SUCCESS);
+    const Address address = ipv4(b, kPort);
+    ASSERT_EQ(listener->NdkListen(address.get(), address.length, nullptr, nullptr), STATUS_SUCCESS);
+    Connector* active = connector();
+    Completion connected;
+    ASSERT_EQ(connect(active, a, b, kPort, "across adapters", connected), STATUS_PENDING);
+    ASSERT_TRUE(eventually([&] { return events.incoming.load() != nullptr; }));
+    Connector* passive = events.incoming.load();
+    EXPECT_EQ(second->UroceQueryResources().Connectors, 1u);  // the passive connector is the listener adapter's
+    EXPECT_EQ(adapter().UroceQueryResources().Connectors, 1u);
+    Completion accepted;
+    DisconnectEvents b_disconnects;
+    ASSERT_EQ(passive->NdkAccept(b.qp, 4, 4, nullptr, 0, &DisconnectEvents::callback, &b_disconnects,
+                                 &Completion::on_request, &accepted),
+              STATUS_PENDING);
+    ASSERT_TRUE(connected.wait());
+    ASSERT_EQ(connected.status.load(), STATUS_SUCCESS);
+    Completion completed;
+    DisconnectEvents a_disconnects;
+    ASSERT_EQ(
+        active->NdkCompleteConnect(&DisconnectEvents::callback, &a_disconnects, &Completion::on_request, &completed),
+        STATUS_PENDING);
+    ASSERT_TRUE(completed.wait());
+    ASSERT_TRUE(accepted.wait());
+    EXPECT_EQ(accepted.status.load(), STATUS_SUCCESS);
+    traffic(a, b, 8, 1000);
+    traffic(b, a, 8, 1000);
+    Completion disconnected;
+    ASSERT_EQ(active->NdkDisconnect(&Completion::on_request, &disconnected), STATUS_PENDING);
+    ASSERT_TRUE(disconnected.wait());
+    ASSERT_TRUE(eventually([&] { return b_disconnects.count.load() == 1; }));
+    close(active);
+    close(passive);
+    close(listener);
+  }
+  NdkCloseAdapter(second);
+}
+
 // rping's order: both sides post a receive before the connection exists, and the client SENDs as soon as its side
 // is established (perhaps before the server's accept completed); the server's receive completes.
 TEST_F(ConnectionTest, ReceivesPostedBeforeTheConnectionComplete) {
