@@ -287,8 +287,14 @@ class CompletionQueue {
   [[nodiscard]] uint32_t produced() const noexcept { return produced_.load(std::memory_order_acquire); }
   // Any thread: entries appended and not yet reported consumed. The consumer publishes its index once per poll
   // call, so this may count entries it is reading right now (interrupt moderation's count, on the notifier).
+  // The consumer may run ahead of produced_ for a moment: it goes by each entry's phase, which push() stores before
+  // it advances produced_. So the difference can come out negative, and is clamped at 0 (unclamped it wrapped to ~4
+  // billion, and a CQ resize under load refused to shrink with STATUS_BUFFER_OVERFLOW). The consumer's index is read
+  // first, which keeps a consumer between the two loads from making it negative as well.
   [[nodiscard]] uint32_t unconsumed() const noexcept {
-    return produced_.load(std::memory_order_acquire) - consumer_index_.load(std::memory_order_acquire);
+    const uint32_t consumed = consumer_index_.load(std::memory_order_acquire);
+    const auto difference = static_cast<int32_t>(produced_.load(std::memory_order_acquire) - consumed);
+    return difference > 0 ? static_cast<uint32_t>(difference) : 0;
   }
   [[nodiscard]] uint32_t consumed() const noexcept { return consumer_position_; }
   [[nodiscard]] bool overrun() const noexcept { return overrun_.load(std::memory_order_relaxed); }
