@@ -136,6 +136,8 @@ NTSTATUS Stack::start(const config::Config& config) {
   }
   transport_ = std::move(transport.value());
   notifier_ = std::make_unique<Notifier>(kMaxNotifiables);
+  for (const unsigned cpu : config::process_allowed_cpus())
+    if (cpu < 64) allowed_cpus_ |= uint64_t{1} << cpu;
   std::string error;
   connections_ = ConnectionManager::start(*this, error);
   if (!connections_) {
@@ -199,6 +201,19 @@ dataplane::EngineId Stack::choose_engine(const GroupAffinity* affinity) noexcept
   for (uint32_t e = 0; e < engines && e < cpus.size(); ++e)
     if (cpus[e] < 64 && (affinity->Mask >> cpus[e]) & 1) return static_cast<dataplane::EngineId>(e);
   return static_cast<dataplane::EngineId>(static_cast<uint32_t>(__builtin_ctzll(affinity->Mask)) % engines);
+}
+
+// NdkCreateCq's Affinity: the processors the consumer prefers for the object's callbacks, honoured where it does
+// no harm: only CPUs this process may run on (group 0, the first 64), and not the cores of busy-polling engines,
+// where a callback thread would take turns with a spinning engine. None left, or no affinity: 0 (unpinned).
+uint64_t Stack::callback_cpus(const GroupAffinity* affinity) const noexcept {
+  if (affinity == nullptr || affinity->Group != 0) return 0;
+  uint64_t cpus = affinity->Mask & allowed_cpus_;
+  if (config().engine.idle == config::IdlePolicy::kBusyPoll) {
+    for (const unsigned cpu : config().eal.lcores)
+      if (cpu < 64) cpus &= ~(uint64_t{1} << cpu);
+  }
+  return cpus;
 }
 
 bool Stack::reserve_notifiable() noexcept {
@@ -284,9 +299,12 @@ NTSTATUS AdapterImpl::NdkCreateCq(uint32_t cq_depth, CqNotificationCallback noti
                                   Cq** cq) {
   if (cq_depth == 0 || cq_depth > kMaxCqDepth) return STATUS_INVALID_PARAMETER;
   const dataplane::EngineId home = choose_engine(affinity);
+  const uint64_t callback_cpus = stack_->callback_cpus(affinity);
   return create(*this, completion, request_context, cq, [=, this]() -> std::pair<NTSTATUS, Cq*> {
     if (!reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
-    return {STATUS_SUCCESS, new CqImpl(*this, cq_depth, home, notification, notification_context)};
+    auto* c = new CqImpl(*this, cq_depth, home, notification, notification_context);
+    c->executor = notifier().executor_for(callback_cpus);  // before any notification can exist
+    return {STATUS_SUCCESS, c};
   });
 }
 

@@ -102,7 +102,10 @@ class Adapter : public ObjectHeader {
  public:
   virtual NTSTATUS NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) = 0;
   // Affinity picks the engine whose CPU it names (UroceEngineAffinity); QPs whose initiator CQ this is run
-  // on that engine. Without one, CQs go round-robin over the engines. Callbacks run on the notifier.
+  // on that engine. Without one, CQs go round-robin over the engines. Callbacks run on notifier threads pinned to
+  // the affinity's CPUs (seed 003: the preferred processors for callbacks), less the cores of busy-polling engines
+  // (a callback there would take turns with a spinning engine) and CPUs this process may not use; unpinned if
+  // none is left, or without an affinity. The same holds for an SRQ's affinity.
   virtual NTSTATUS NdkCreateCq(uint32_t cq_depth, CqNotificationCallback notification, void* notification_context,
                                const GroupAffinity* affinity, CreateCompletion completion, void* request_context,
                                Cq** cq) = 0;

@@ -2,8 +2,14 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
+#include <ctime>
 
+#include <linux/futex.h>
 #include <pthread.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace uroce::ndk::detail {
 
@@ -15,13 +21,73 @@ uint32_t next_pow2(uint32_t n) {
   return p;
 }
 
-// Idle backoff of the notifier thread: spin, then yield, then sleep in short steps. Latency of an idle
-// notification is at most one sleep; a busy notifier never sleeps.
+// Idle backoff of the notifier thread: spin, then sleep kPoll at a time (looking at the queue after each), and once
+// kDeepAfter has passed without work, block on the futex until notify() wakes it. While notifications keep coming
+// the engines never pay a FUTEX_WAKE (the thread polls); after a quiet spell the thread costs nothing, and the
+// first notification wakes it at once instead of waiting out a sleep.
 constexpr unsigned kSpins = 256;
-constexpr unsigned kYields = 256;
-constexpr auto kIdleSleep = std::chrono::microseconds(50);
+constexpr long kPollNs = 50'000;
+constexpr auto kDeepAfter = std::chrono::milliseconds(100);
+// Executors are created at CQ/SRQ creation and never freed before the notifier; one per distinct CPU set.
+constexpr std::size_t kMaxExecutors = 64;
+
+// The futex word is the std::atomic's own storage (lock-free and address-free for uint32_t on Linux).
+long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* timeout) {
+  static_assert(sizeof(std::atomic<uint32_t>) == sizeof(uint32_t) && std::atomic<uint32_t>::is_always_lock_free);
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(&word), op | FUTEX_PRIVATE_FLAG, value, timeout, nullptr, 0);
+}
 
 }  // namespace
+
+// Pins every thread that enters the arena to `cpus`, and gives it back `unpinned` when it leaves: TBB's worker
+// threads are one pool that moves between arenas (it calls on_scheduler_entry and _exit on the moving thread).
+class PinningObserver final : public tbb::task_scheduler_observer {
+ public:
+  PinningObserver(tbb::task_arena& arena, uint64_t cpus, const cpu_set_t& unpinned)
+      : tbb::task_scheduler_observer(arena), unpinned_(unpinned) {
+    CPU_ZERO(&pinned_);
+    for (unsigned cpu = 0; cpu < 64; ++cpu)
+      if ((cpus >> cpu) & 1) CPU_SET(cpu, &pinned_);
+    observe(true);
+  }
+  ~PinningObserver() override { observe(false); }
+  PinningObserver(const PinningObserver&) = delete;
+  PinningObserver& operator=(const PinningObserver&) = delete;
+  void on_scheduler_entry(bool /*is_worker*/) override {
+    (void)pthread_setaffinity_np(pthread_self(), sizeof pinned_, &pinned_);
+  }
+  void on_scheduler_exit(bool /*is_worker*/) override {
+    (void)pthread_setaffinity_np(pthread_self(), sizeof unpinned_, &unpinned_);
+  }
+
+ private:
+  cpu_set_t pinned_{};
+  const cpu_set_t unpinned_;
+};
+
+struct Notifier::Executor {
+  Executor(int concurrency, uint64_t cpu_set, const cpu_set_t& unpinned) : cpus(cpu_set), arena(concurrency, 0) {
+    if (cpus != 0) pinning = std::make_unique<PinningObserver>(arena, cpus, unpinned);
+  }
+  // One task per submitted job; which job a task runs does not matter (each job is independent, and a target's
+  // deliveries are serialised by its owed count, not by task order).
+  void run_one_job(std::atomic<uint64_t>& pending) {
+    std::function<void()> job;
+    {
+      const std::lock_guard lock(mutex);
+      job = std::move(jobs.front());
+      jobs.pop_front();
+    }
+    job();
+    pending.fetch_sub(1, std::memory_order_release);
+  }
+
+  const uint64_t cpus;    // 0: unpinned
+  tbb::task_arena arena;  // every thread in it is a worker: callbacks of different CQs overlap
+  std::unique_ptr<PinningObserver> pinning;
+  std::mutex mutex;
+  std::deque<std::function<void()>> jobs;
+};
 
 Notifier::Notifier(uint32_t max_targets, int concurrency)
     : queue_(next_pow2(max_targets)),
@@ -29,13 +95,33 @@ Notifier::Notifier(uint32_t max_targets, int concurrency)
           tbb::global_control::max_allowed_parallelism,
           std::max<std::size_t>(tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism),
                                 static_cast<std::size_t>(concurrency) + 1)),
-      arena_(concurrency, 0),
-      queue_capacity_(next_pow2(max_targets)),
-      thread_([this] { thread_main(); }) {
+      concurrency_(concurrency),
+      queue_capacity_(next_pow2(max_targets)) {
+  // Unpinned callbacks run where the thread that opened the adapter may.
+  CPU_ZERO(&unpinned_);
+  if (sched_getaffinity(0, sizeof unpinned_, &unpinned_) != 0)
+    for (unsigned cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &unpinned_);
+  executors_.reserve(kMaxExecutors);  // submit() indexes it while executor_for() appends: it never reallocates
+  executors_.push_back(std::make_unique<Executor>(concurrency_, 0, unpinned_));
+  thread_ = std::thread([this] { thread_main(); });
   (void)pthread_setname_np(thread_.native_handle(), "uroce-notify");  // what top -H shows
 }
 
-Notifier::~Notifier() { stop(); }
+Notifier::~Notifier() {
+  stop();
+  for (auto& e : executors_) e->arena.terminate();
+}
+
+uint32_t Notifier::executor_for(uint64_t cpus) {
+  if (cpus == 0) return kDefaultExecutor;
+  const std::lock_guard lock(executors_mutex_);
+  for (uint32_t i = 1; i < executors_.size(); ++i)
+    if (executors_[i]->cpus == cpus) return i;
+  if (executors_.size() == kMaxExecutors) return kDefaultExecutor;  // honoured "if possible" (ndkpi.md)
+  const int threads = std::min(concurrency_, __builtin_popcountll(cpus));
+  executors_.push_back(std::make_unique<Executor>(threads, cpus, unpinned_));
+  return static_cast<uint32_t>(executors_.size() - 1);
+}
 
 void Notifier::notify(void* target) noexcept {
   auto* n = static_cast<Notifiable*>(target);
@@ -45,37 +131,38 @@ void Notifier::notify(void* target) noexcept {
     n->retain_for_delivery();
     // The queue has a cell for every target that can exist, and a target is in it at most once.
     (void)queue_.push(n);
+    // Dekker's pattern with thread_main(): the push, then the look at sleeping_.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (sleeping_.load(std::memory_order_relaxed)) wake();
   }
+}
+
+void Notifier::wake() noexcept {
+  wake_word_.fetch_add(1, std::memory_order_release);
+  (void)futex(wake_word_, FUTEX_WAKE, 1, nullptr);
 }
 
 void Notifier::run(std::function<void()> task) {
   handed_.fetch_add(1, std::memory_order_relaxed);
-  submit([this, task = std::move(task)] {
+  submit(kDefaultExecutor, [this, task = std::move(task)] {
     task();
     delivered_.fetch_add(1, std::memory_order_release);
   });
 }
 
-void Notifier::submit(std::function<void()> job) {
+void Notifier::submit(uint32_t executor, std::function<void()> job) {
   jobs_pending_.fetch_add(1, std::memory_order_relaxed);
+  Executor* e = nullptr;
   {
-    const std::lock_guard lock(jobs_mutex_);
-    jobs_.push_back(std::move(job));
+    // The slot was published by executor_for() under this mutex before the object naming it existed.
+    const std::lock_guard lock(executors_mutex_);
+    e = executors_[executor].get();
   }
-  arena_.enqueue([this] { run_one_job(); });  // never blocks the submitting thread
-}
-
-// One task per submitted job; which job a task runs does not matter (each job is independent, and a
-// target's deliveries are serialised by its owed count, not by task order).
-void Notifier::run_one_job() {
-  std::function<void()> job;
   {
-    const std::lock_guard lock(jobs_mutex_);
-    job = std::move(jobs_.front());
-    jobs_.pop_front();
+    const std::lock_guard lock(e->mutex);
+    e->jobs.push_back(std::move(job));
   }
-  job();
-  jobs_pending_.fetch_sub(1, std::memory_order_release);
+  e->arena.enqueue([this, e] { e->run_one_job(jobs_pending_); });  // never blocks the submitting thread
 }
 
 void Notifier::deliver_all(Notifiable* target) noexcept {
@@ -86,6 +173,15 @@ void Notifier::deliver_all(Notifiable* target) noexcept {
   target->release_after_delivery();  // may destroy it (a pending close completes here)
 }
 
+// A notification taken from the queue: delivered on its target's executor, or held while moderation holds it.
+void Notifier::handle(Notifiable* n, uint64_t now_ns) noexcept {
+  if (!n->notification_due(now_ns, now_ns)) {
+    held_.push_back({n, now_ns});
+  } else {
+    submit(n->executor, [this, n] { deliver_all(n); });
+  }
+}
+
 void Notifier::thread_main() {
   held_.reserve(queue_capacity_);  // here, not in the constructor: this thread already runs there
   const auto now_ns = [] {
@@ -94,6 +190,8 @@ void Notifier::thread_main() {
             .count());
   };
   unsigned idle = 0;
+  auto last_work = std::chrono::steady_clock::now();
+  const timespec poll{0, kPollNs};
   while (!stopping_.load(std::memory_order_acquire)) {
     bool worked = false;
     // Held by interrupt moderation: released once due (enough completions queued, or the interval passed).
@@ -107,31 +205,38 @@ void Notifier::thread_main() {
         Notifiable* n = held_[i].target;
         held_[i] = held_.back();
         held_.pop_back();
-        submit([this, n] { deliver_all(n); });
+        submit(n->executor, [this, n] { deliver_all(n); });
         worked = true;
       }
     }
     if (const auto target = queue_.pop()) {
-      Notifiable* n = *target;
-      if (const uint64_t now = now_ns(); !n->notification_due(now, now)) {
-        held_.push_back({n, now});
-      } else {
-        submit([this, n] { deliver_all(n); });
-      }
+      handle(*target, now_ns());
       worked = true;
     }
     if (worked) {
       idle = 0;
       continue;
     }
-    // Idle: spin, yield, then pause kIdleSleep at a time. Held notifications are looked at after every pause, so a
-    // moderation interval is honoured to about kIdleSleep.
     if (++idle < kSpins) continue;
-    if (idle < kSpins + kYields) {
-      std::this_thread::yield();
-    } else {
-      std::this_thread::sleep_for(kIdleSleep);
+    if (idle == kSpins) last_work = std::chrono::steady_clock::now();  // the spins took about a microsecond
+    const uint32_t seen = wake_word_.load(std::memory_order_acquire);
+    // Recently busy, or holding a moderated notification: a timed sleep, which no notify() interrupts.
+    if (!held_.empty() || std::chrono::steady_clock::now() - last_work < kDeepAfter) {
+      (void)futex(wake_word_, FUTEX_WAIT, seen, &poll);
+      continue;
     }
+    // Quiet for kDeepAfter: block until notify() or stop() wakes us. The word was read before sleeping_ is
+    // published: a wake after that read changes it, and FUTEX_WAIT then returns at once.
+    sleeping_.store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);  // Dekker's pattern with notify()
+    if (const auto target = queue_.pop()) {
+      sleeping_.store(false, std::memory_order_relaxed);
+      handle(*target, now_ns());
+      idle = 0;
+      continue;
+    }
+    if (!stopping_.load(std::memory_order_acquire)) (void)futex(wake_word_, FUTEX_WAIT, seen, nullptr);
+    sleeping_.store(false, std::memory_order_relaxed);
   }
 }
 
@@ -145,6 +250,7 @@ void Notifier::stop() {
   if (thread_.joinable()) {
     wait_idle();
     stopping_.store(true, std::memory_order_release);
+    wake();
     thread_.join();
   }
   while (jobs_pending_.load(std::memory_order_acquire) != 0) std::this_thread::sleep_for(std::chrono::microseconds(20));

@@ -131,6 +131,8 @@ class Stack {
   bool reserve_notifiable() noexcept;
   void release_notifiable() noexcept { notifiables_.fetch_sub(1, std::memory_order_relaxed); }
   dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
+  // The CPUs a CQ's or SRQ's callbacks may run on, from its affinity (0: anywhere).
+  [[nodiscard]] uint64_t callback_cpus(const GroupAffinity* affinity) const noexcept;
   // UroceStopPolling from one adapter: the engines stop once every adapter sharing them has asked.
   void stop_polling_requested();
 
@@ -146,6 +148,7 @@ class Stack {
   std::atomic<uint32_t> next_pd_id_{1};
   std::atomic<uint32_t> next_engine_{0};
   std::atomic<uint32_t> notifiables_{0};
+  uint64_t allowed_cpus_ = 0;  // the CPUs (< 64) this process may run on, at start
   std::mutex adapters_mutex_;
   uint32_t adapters_ = 0;       // attached
   uint32_t stop_requests_ = 0;  // of those, the ones that asked to stop polling

@@ -12,9 +12,11 @@ NTSTATUS PdImpl::NdkCreateSrq(uint32_t srq_depth, uint32_t max_receive_request_s
     return STATUS_INVALID_PARAMETER;
   // The SRQ's engine, chosen from the affinity as for a CQ; QPs that use the SRQ run there.
   const dataplane::EngineId engine = adapter_.choose_engine(affinity);
+  const uint64_t callback_cpus = adapter_.stack().callback_cpus(affinity);
   return adapter_.create(*this, completion, request_context, srq, [=, this]() -> std::pair<NTSTATUS, Srq*> {
     if (!adapter_.reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
     auto* s = new SrqImpl(*this, srq_depth, max_receive_request_sge, engine, notification, notification_context);
+    s->executor = adapter_.notifier().executor_for(callback_cpus);  // before any notification can exist
     if (notify_threshold != 0) s->arm_limit(notify_threshold);
     return {STATUS_SUCCESS, s};
   });

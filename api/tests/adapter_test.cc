@@ -96,25 +96,6 @@ TEST(AdapterOpen, SeveralAdaptersShareOneConfigurationsEngines) {
 
 class AdapterTest : public ApiTest {};
 
-// CPU time (user + system, in clock ticks) of this process's threads named `name` (/proc/self/task/*/comm).
-std::optional<uint64_t> thread_cpu_ticks(std::string_view name) {
-  std::optional<uint64_t> ticks;
-  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
-    std::ifstream comm(task.path() / "comm");
-    std::string line;
-    if (!std::getline(comm, line) || line != name) continue;
-    std::ifstream stat_file(task.path() / "stat");
-    std::string stat;
-    std::getline(stat_file, stat);
-    // After the ")" that ends the command: state is field 3, utime and stime are fields 14 and 15.
-    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
-    if (f.size() < 13) continue;
-    ticks = ticks.value_or(0) + std::stoull(f[11]) + std::stoull(f[12]);
-  }
-  return ticks;
-}
-
 // An idle adapter's connection manager sleeps between its timer checks. It once spun (a negative wait when no CM
 // timer was set) and took half of the application's CPU on a 2-core machine. A sleeping thread uses next to no
 // CPU whatever the machine's speed; a spinning one gets a large share even next to a CPU hog.

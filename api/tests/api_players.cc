@@ -1,7 +1,12 @@
 #include "api/tests/api_players.h"
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <random>
+#include <sstream>
+#include <string>
 
 namespace uroce::ndk::testing {
 
@@ -24,7 +29,8 @@ Player::Player(Adapter& a, const PlayerOptions& o) : adapter(a), options(o) {
   std::memset(buffer, 0, o.buffer_size);
   const GroupAffinity affinity = adapter.UroceEngineAffinity(o.engine);
   EXPECT_EQ(adapter.NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
-  EXPECT_EQ(adapter.NdkCreateCq(o.cq_depth, &Notifications::callback, &notifications, &affinity, nullptr, nullptr, &cq),
+  EXPECT_EQ(adapter.NdkCreateCq(o.cq_depth, &Notifications::callback, &notifications,
+                                o.cq_affinity ? &affinity : nullptr, nullptr, nullptr, &cq),
             STATUS_SUCCESS);
   EXPECT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
   EXPECT_EQ(mr->NdkRegisterMr(buffer, o.buffer_size, o.mr_flags, nullptr, nullptr), STATUS_SUCCESS);
@@ -199,6 +205,25 @@ std::pair<Player*, Player*> ApiTest::pair(PlayerOptions a, PlayerOptions b) {
 
 void ApiTest::TearDown() {
   while (!players_.empty()) players_.pop_back();
+}
+
+// CPU time (user + system, in clock ticks) of this process's threads named `name` (/proc/self/task/*/comm).
+std::optional<uint64_t> thread_cpu_ticks(std::string_view name) {
+  std::optional<uint64_t> ticks;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream stat_file(task.path() / "stat");
+    std::string stat;
+    std::getline(stat_file, stat);
+    // After the ")" that ends the command: state is field 3, utime and stime are fields 14 and 15.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::vector<std::string> f{std::istream_iterator<std::string>(fields), std::istream_iterator<std::string>()};
+    if (f.size() < 13) continue;
+    ticks = ticks.value_or(0) + std::stoull(f[11]) + std::stoull(f[12]);
+  }
+  return ticks;
 }
 
 }  // namespace uroce::ndk::testing

@@ -13,6 +13,8 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -75,7 +77,8 @@ struct PlayerOptions {
   uint32_t inline_size = 256;
   std::size_t buffer_size = 1u << 20;
   uint32_t mr_flags = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ;
-  Srq* srq = nullptr;  // NdkCreateQpWithSrq with this SRQ (on the player's engine)
+  Srq* srq = nullptr;       // NdkCreateQpWithSrq with this SRQ (on the player's engine)
+  bool cq_affinity = true;  // the CQ's affinity names the engine's CPU (UroceEngineAffinity); false: none
 };
 
 class Player {
@@ -124,6 +127,9 @@ class Player {
 void connect(Player& a, Player& b, uint32_t path_mtu = 1024);
 // n SENDs of `length` bytes a -> b, each checked byte for byte; both sides' completions consumed.
 void traffic(Player& a, Player& b, int n, uint32_t length = 512);
+
+// CPU time (user + system, in clock ticks) of this process's threads named `name` (/proc/self/task/*/comm).
+std::optional<uint64_t> thread_cpu_ticks(std::string_view name);
 
 // The dataplane's loopback config with port MTU 4200 (every PMTU up to 4096 fits).
 config::Config api_test_config();

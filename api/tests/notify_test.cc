@@ -9,6 +9,10 @@
 #include <thread>
 #include <tuple>
 
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include "api/tests/api_players.h"
 
 namespace uroce::ndk::testing {
@@ -77,6 +81,78 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 class Notify : public ApiTest {};
+
+// The CPUs the calling thread may run on, as a mask of the first 64.
+uint64_t thread_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  EXPECT_EQ(pthread_getaffinity_np(pthread_self(), sizeof set, &set), 0);
+  uint64_t mask = 0;
+  for (unsigned cpu = 0; cpu < 64; ++cpu)
+    if (CPU_ISSET(cpu, &set)) mask |= uint64_t{1} << cpu;
+  return mask;
+}
+
+// Review row B8, seed 003: NdkCreateCq's Affinity names the processors the CQ's callbacks prefer. They run on a
+// thread pinned to them (the test config's engines back off when idle, so their cores are not excluded), and a CQ
+// without one calls back on an unpinned thread, even right after a pinned callback (TBB's threads move between
+// arenas and are given their mask back when they leave one).
+TEST_F(Notify, CallbacksRunOnTheProcessorsOfTheCqsAffinity) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair({.cq_affinity = false}, {});
+  const GroupAffinity b_affinity = adapter().UroceEngineAffinity(1);
+  ASSERT_NE(b_affinity.Mask, 0u);
+  std::atomic<uint64_t> a_cpus{0}, b_cpus{0};
+  a->notifications.on_notify = [&](NTSTATUS) { a_cpus.store(thread_cpus()); };
+  b->notifications.on_notify = [&](NTSTATUS) { b_cpus.store(thread_cpus()); };
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+    ASSERT_EQ(a->receive(0, 64, 2), STATUS_SUCCESS);
+    b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+    a->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+    ASSERT_EQ(a->send(0, 32, 3), STATUS_SUCCESS);
+    ASSERT_EQ(b->send(0, 32, 4), STATUS_SUCCESS);
+    ASSERT_TRUE(eventually([&] { return a_cpus.load() != 0 && b_cpus.load() != 0; }));
+    EXPECT_EQ(b_cpus.load(), b_affinity.Mask) << "round " << round;
+    uint64_t unpinned = 0;
+    for (const unsigned cpu : config::process_allowed_cpus())
+      if (cpu < 64) unpinned |= uint64_t{1} << cpu;
+    EXPECT_EQ(a_cpus.load(), unpinned) << "round " << round;
+    EXPECT_EQ(a->results(2).size(), 2u);  // its send and its receive
+    EXPECT_EQ(b->results(2).size(), 2u);
+    a_cpus.store(0);
+    b_cpus.store(0);
+  }
+  a->notifications.on_notify = nullptr;
+  b->notifications.on_notify = nullptr;
+}
+
+// The notifier thread costs nothing when nothing is notified: after a quiet spell it blocks until a notification
+// wakes it. It used to sleep in 50 us steps for ever, which took 21 ticks of CPU a second on a 2-vCPU Xeon, and
+// added up to one step to the first callback. The first notification after the quiet spell still arrives.
+TEST_F(Notify, TheNotifierBlocksWhenQuietAndTheFirstNotificationWakesIt) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  ASSERT_EQ(b->receive(0, 64, 1), STATUS_SUCCESS);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // past the 100 ms after which it blocks
+  const std::optional<uint64_t> before = thread_cpu_ticks("uroce-notify");
+  ASSERT_TRUE(before.has_value()) << "no thread named uroce-notify";
+  const auto start = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double wall_ticks =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() * sysconf(_SC_CLK_TCK);
+  const uint64_t used = thread_cpu_ticks("uroce-notify").value_or(0) - *before;
+  // A blocked thread uses no CPU whatever the machine's speed; one that polls gets its share even next to a hog.
+  EXPECT_LT(static_cast<double>(used), 0.03 * wall_ticks) << used << " ticks of CPU in " << wall_ticks << " ticks";
+  b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+  ASSERT_EQ(a->send(0, 32, 2), STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return b->notifications.count.load() == 1; }));
+  EXPECT_EQ(b->notifications.last_status.load(), STATUS_SUCCESS);
+  EXPECT_EQ(a->results(1).size(), 1u);
+  EXPECT_EQ(b->results(1).size(), 1u);
+}
 
 TEST_F(Notify, NoArmNoCallbackAndOneCallbackPerArm) {
   Player* a = nullptr;
