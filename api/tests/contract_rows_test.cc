@@ -2,7 +2,8 @@
 // READ past the remote region (H12), a SendAndInvalidate naming a token the receiver does not have (H15), INLINE
 // on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
-// NdkFlush concurrent with posting (H3); and a QP close that never waits for its engine (L8).
+// NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); and creates that run out
+// of resources (B6, E8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -333,6 +334,66 @@ TEST_F(ContractRows, AFullMemoryTableIsInsufficientResourcesAndLosesNothing) {
     EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
     EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
   }
+}
+
+// B6 and E8 (seed 003: a create "may fail inline and asynchronously"; ndkpi.md §9): a create that finds no
+// resources returns STATUS_INSUFFICIENT_RESOURCES, inline without a completion, and through its completion (with no
+// object) when it has one; it loses nothing, and closing one object makes room for exactly one more. CQs and SRQs
+// count against the notifier's targets; QPs against their engine's QP table (engine.max_qps_per_engine).
+TEST_F(ContractRows, CreatesOutOfResourcesFailInlineAndThroughTheirCompletion) {
+  std::vector<Cq*> cqs;
+  NTSTATUS last = STATUS_SUCCESS;
+  while (last == STATUS_SUCCESS) {
+    Cq* cq = nullptr;
+    last = adapter().NdkCreateCq(1, nullptr, nullptr, nullptr, nullptr, nullptr, &cq);
+    if (last == STATUS_SUCCESS) cqs.push_back(cq);
+    ASSERT_LE(cqs.size(), detail::kMaxNotifiables) << "the notifier's limit was not enforced";
+  }
+  EXPECT_EQ(last, STATUS_INSUFFICIENT_RESOURCES) << "after " << cqs.size() << " CQs";
+  EXPECT_GT(cqs.size(), detail::kMaxNotifiables - 64) << "the limit is the notifier's, less what the suite holds";
+  Completion async_cq;
+  Cq* never = nullptr;
+  ASSERT_EQ(adapter().NdkCreateCq(1, nullptr, nullptr, nullptr, &Completion::on_create, &async_cq, &never),
+            STATUS_PENDING);
+  ASSERT_TRUE(async_cq.wait());
+  EXPECT_EQ(async_cq.status.load(), STATUS_INSUFFICIENT_RESOURCES);
+  EXPECT_EQ(async_cq.object.load(), nullptr);
+  ASSERT_EQ(cqs.back()->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+  cqs.pop_back();
+  Cq* one_more = nullptr;
+  ASSERT_EQ(adapter().NdkCreateCq(1, nullptr, nullptr, nullptr, nullptr, nullptr, &one_more), STATUS_SUCCESS);
+  cqs.push_back(one_more);
+  // Keep one CQ for the QPs below; the rest go back.
+  Cq* cq = cqs.front();
+  for (std::size_t i = 1; i < cqs.size(); ++i) ASSERT_EQ(cqs[i]->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  std::vector<Qp*> qps;
+  last = STATUS_SUCCESS;
+  while (last == STATUS_SUCCESS) {
+    Qp* qp = nullptr;
+    last = pd->NdkCreateQp(cq, cq, nullptr, 1, 1, 1, 1, 0, nullptr, nullptr, &qp);
+    if (last == STATUS_SUCCESS) qps.push_back(qp);
+    ASSERT_LE(qps.size(), std::size_t{1} << 20) << "the engine's QP table was not enforced";
+  }
+  EXPECT_EQ(last, STATUS_INSUFFICIENT_RESOURCES) << "after " << qps.size() << " QPs";
+  EXPECT_LE(qps.size(), api_test_config().engine.max_qps_per_engine);
+  EXPECT_GT(qps.size(), api_test_config().engine.max_qps_per_engine / 2) << "the limit is the engine's QP table";
+  Completion async_qp;
+  Qp* no_qp = nullptr;
+  ASSERT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 1, 1, 1, 1, 0, &Completion::on_create, &async_qp, &no_qp), STATUS_PENDING);
+  ASSERT_TRUE(async_qp.wait());
+  EXPECT_EQ(async_qp.status.load(), STATUS_INSUFFICIENT_RESOURCES);
+  EXPECT_EQ(async_qp.object.load(), nullptr);
+  ASSERT_EQ(qps.back()->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  qps.pop_back();
+  Qp* qp = nullptr;
+  ASSERT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 1, 1, 1, 1, 0, nullptr, nullptr, &qp), STATUS_SUCCESS);
+  qps.push_back(qp);
+  for (Qp* q : qps) ASSERT_EQ(q->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
 }
 
 }  // namespace
