@@ -2,8 +2,8 @@
 // READ past the remote region (H12), a SendAndInvalidate naming a token the receiver does not have (H15), INLINE
 // on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
-// NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); and creates that run out
-// of resources (B6, E8).
+// NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); an antecedent's close
+// that waits for its successor's close completion (L4); and creates that run out of resources (B6, E8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -334,6 +334,42 @@ TEST_F(ContractRows, AFullMemoryTableIsInsufficientResourcesAndLosesNothing) {
     EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
     EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
   }
+}
+
+// L4 (ndkpi.md §10.3): an antecedent's close does not complete while a successor's close completion still runs.
+// A QP's close with a completion finishes on the notifier (its engine lets go of it there); that completion is held
+// open, and the PD, closed meanwhile, completes only once it has returned.
+TEST_F(ContractRows, AnAntecedentsCloseWaitsForItsSuccessorsCloseCompletion) {
+  struct Order {
+    std::atomic<bool> in_qp_completion{false}, let_go{false}, qp_completion_returned{false};
+    std::atomic<bool> pd_closed{false}, pd_closed_too_early{false};
+  } order;
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Cq* cq = nullptr;
+  ASSERT_EQ(adapter().NdkCreateCq(16, nullptr, nullptr, nullptr, nullptr, nullptr, &cq), STATUS_SUCCESS);
+  Qp* qp = nullptr;
+  ASSERT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 1, 1, 1, 1, 0, nullptr, nullptr, &qp), STATUS_SUCCESS);
+  const auto qp_closed = [](void* context) {
+    auto& o = *static_cast<Order*>(context);
+    o.in_qp_completion.store(true);
+    while (!o.let_go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    o.qp_completion_returned.store(true);
+  };
+  const auto pd_closed = [](void* context) {
+    auto& o = *static_cast<Order*>(context);
+    o.pd_closed_too_early.store(!o.qp_completion_returned.load());
+    o.pd_closed.store(true);
+  };
+  EXPECT_EQ(qp->NdkCloseQp(qp_closed, &order), STATUS_PENDING);
+  ASSERT_TRUE(eventually([&] { return order.in_qp_completion.load(); }));
+  EXPECT_EQ(pd->NdkClosePd(pd_closed, &order), STATUS_PENDING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(order.pd_closed.load()) << "the PD's close completed while the QP's close completion ran";
+  order.let_go.store(true);
+  ASSERT_TRUE(eventually([&] { return order.pd_closed.load(); }));
+  EXPECT_FALSE(order.pd_closed_too_early.load());
+  EXPECT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
 }
 
 // B6 and E8 (seed 003: a create "may fail inline and asynchronously"; ndkpi.md §9): a create that finds no

@@ -58,6 +58,35 @@ TEST_F(Memory, FastRegisterThenInvalidateOpensAndClosesRemoteAccess) {
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
 }
 
+// Review row I5 (ndkpi.md §6.1): NdkFastRegister's ALLOW_LOCAL_WRITE lets the MR be written by local operations.
+// A READ whose sink is an MR registered with it lands; into one registered without it (remote read only), the READ
+// fails with a local protection error and writes nothing.
+TEST_F(Memory, FastRegisterAllowLocalWriteMakesTheMrAReadSink) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  a->fill(0, 4096, 9);
+  const uint64_t source = a->address(0);
+  const uint32_t source_token = a->mr->NdkGetRemoteTokenFromMr();
+
+  Mr* writable = fast_register(*b, 65536, 1, NDK_OP_FLAG_ALLOW_LOCAL_WRITE, 1);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  const NdkSge into_writable{b->buffer + 65536, 4096, writable->NdkGetLocalTokenFromMr()};
+  ASSERT_EQ(b->qp->NdkRead(reinterpret_cast<void*>(2), &into_writable, 1, source, source_token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, b->buffer + 65536, 4096), 0);
+
+  std::memset(b->buffer + 131072, 0x5C, 4096);
+  Mr* read_only = fast_register(*b, 131072, 1, NDK_OP_FLAG_ALLOW_REMOTE_READ, 3);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  const NdkSge into_read_only{b->buffer + 131072, 4096, read_only->NdkGetLocalTokenFromMr()};
+  ASSERT_EQ(b->qp->NdkRead(reinterpret_cast<void*>(4), &into_read_only, 1, source, source_token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_ACCESS_VIOLATION);
+  for (std::size_t i = 0; i < 4096; ++i) ASSERT_EQ(b->buffer[131072 + i], 0x5C) << "byte " << i;
+  EXPECT_EQ(writable->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(read_only->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 // ndkpi.md §9.4: NdkInitializeFastRegisterMr "may be repeated, serially or in parallel". Eight threads at once
 // leave one memory-table slot behind (a racing reservation is given back), and the MR registers and works.
 TEST_F(Memory, InitializeFastRegisterMrInParallelTakesOneSlot) {
