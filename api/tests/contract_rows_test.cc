@@ -3,7 +3,8 @@
 // on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
 // NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); an antecedent's close
-// that waits for its successor's close completion (L4); and creates that run out of resources (B6, E8).
+// that waits for its successor's close completion (L4); objects closed inside their create completions (L7); and
+// creates that run out of resources (B6, E8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -201,7 +202,7 @@ TEST_F(ContractRows, SendAndReceivePostedFromTwoThreadsAtOnce) {
     ASSERT_EQ(b->qp->NdkSend(reinterpret_cast<void*>(static_cast<uintptr_t>(3000 + i)), &s, 1, 0), STATUS_SUCCESS);
   }
   // A's CQ holds both kinds: 200 sends (contexts 0..199, in order) and 200 receives (2000.., in order).
-  const auto mine = a->results(2 * kMessages);
+  const auto mine = a->results(std::size_t{2} * kMessages);
   uintptr_t next_send = 0, next_receive = 2000;
   for (const NdkResultEx& r : mine) {
     ASSERT_EQ(r.Status, STATUS_SUCCESS);
@@ -213,7 +214,7 @@ TEST_F(ContractRows, SendAndReceivePostedFromTwoThreadsAtOnce) {
       ASSERT_EQ(context_of(r), next_send++);
     }
   }
-  EXPECT_EQ(b->results(2 * kMessages).size(), static_cast<std::size_t>(2 * kMessages));
+  EXPECT_EQ(b->results(std::size_t{2} * kMessages).size(), std::size_t{2} * kMessages);
 }
 
 // H3 (ndkpi.md §10.1, §9.6): NdkFlush while another thread posts. Every post that returned success completes
@@ -370,6 +371,61 @@ TEST_F(ContractRows, AnAntecedentsCloseWaitsForItsSuccessorsCloseCompletion) {
   ASSERT_TRUE(eventually([&] { return order.pd_closed.load(); }));
   EXPECT_FALSE(order.pd_closed_too_early.load());
   EXPECT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// L7 (ndkpi.md §8): the provider does not touch an object after initiating its completion. Each create here runs
+// asynchronously and its completion closes the object it delivers, at once, from inside the callback. Under ASan
+// (the CI stage), any later touch of the freed object by the provider is a use-after-free report.
+TEST_F(ContractRows, AnObjectClosedInsideItsCreateCompletionIsNotTouchedAgain) {
+  struct Closer {
+    std::atomic<int> closed{0};
+    std::atomic<NTSTATUS> status{STATUS_PENDING};
+    static void close_it(void* context, NTSTATUS s, ObjectHeader* object) {
+      auto& c = *static_cast<Closer*>(context);
+      c.status.store(s);
+      NTSTATUS closed = STATUS_INVALID_PARAMETER;
+      if (s == STATUS_SUCCESS) {
+        switch (object->ObjectType) {
+          case NdkObjectTypePd:
+            closed = static_cast<Pd*>(object)->NdkClosePd(nullptr, nullptr);
+            break;
+          case NdkObjectTypeCq:
+            closed = static_cast<Cq*>(object)->NdkCloseCq(nullptr, nullptr);
+            break;
+          case NdkObjectTypeMr:
+            closed = static_cast<Mr*>(object)->NdkCloseMr(nullptr, nullptr);
+            break;
+          case NdkObjectTypeQp:
+            closed = static_cast<Qp*>(object)->NdkCloseQp(nullptr, nullptr);
+            break;
+          default:
+            break;
+        }
+      }
+      if (closed == STATUS_SUCCESS) c.closed.fetch_add(1);
+    }
+  };
+  Closer pd_closer, cq_closer, mr_closer, qp_closer;
+  Pd* pd_unused = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(&Closer::close_it, &pd_closer, &pd_unused), STATUS_PENDING);
+  Cq* cq_unused = nullptr;
+  ASSERT_EQ(adapter().NdkCreateCq(16, nullptr, nullptr, nullptr, &Closer::close_it, &cq_closer, &cq_unused),
+            STATUS_PENDING);
+  // An MR and a QP need a PD and a CQ that outlive them.
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Cq* cq = nullptr;
+  ASSERT_EQ(adapter().NdkCreateCq(16, nullptr, nullptr, nullptr, nullptr, nullptr, &cq), STATUS_SUCCESS);
+  Mr* mr_unused = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(false, &Closer::close_it, &mr_closer, &mr_unused), STATUS_PENDING);
+  Qp* qp_unused = nullptr;
+  ASSERT_EQ(pd->NdkCreateQp(cq, cq, nullptr, 1, 1, 1, 1, 0, &Closer::close_it, &qp_closer, &qp_unused), STATUS_PENDING);
+  for (Closer* c : {&pd_closer, &cq_closer, &mr_closer, &qp_closer}) {
+    ASSERT_TRUE(eventually([&] { return c->closed.load() == 1; })) << "status " << c->status.load();
+  }
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
 }
 
 // B6 and E8 (seed 003: a create "may fail inline and asynchronously"; ndkpi.md §9): a create that finds no

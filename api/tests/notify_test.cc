@@ -212,7 +212,8 @@ TEST_F(Notify, ModerationByCountHoldsTheNotificationUntilThatManyCompletions) {
   Player* b = nullptr;
   std::tie(a, b) = pair();
   ASSERT_EQ(b->cq->NdkControlCqInterruptModeration(UINT32_MAX, 4), STATUS_SUCCESS);  // the count alone
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(b->receive(64 * i, 64, i), STATUS_SUCCESS);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(b->receive(std::size_t{64} * static_cast<std::size_t>(i), 64, i), STATUS_SUCCESS);
   b->cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(a->send(0, 64, i), STATUS_SUCCESS);
   ASSERT_EQ(a->results(3).size(), 3u);
