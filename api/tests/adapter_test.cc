@@ -94,6 +94,43 @@ TEST(AdapterOpen, SeveralAdaptersShareOneConfigurationsEngines) {
   NdkCloseAdapter(third);
 }
 
+// Review row A4 (ndkpi.md §10.3): NdkCloseAdapter blocks, and when it returns every callback of every descendant has
+// returned. A CQ's callback is still running (held for 100 ms) when its CQ is closed with a completion (pending:
+// the callback holds it) and the adapter is closed right after: the close returns only once both ran.
+TEST(AdapterOpen, CloseReturnsOnlyAfterEveryDescendantsCallbacks) {
+  Adapter* adapter = nullptr;
+  ASSERT_EQ(NdkOpenAdapter(api_test_config(), kNdkVersion, &adapter), STATUS_SUCCESS);
+  std::atomic<bool> callback_running{false}, callback_returned{false};
+  Completion cq_closed;
+  // B outlives the adapter (its callback's context is B's): its objects are closed by hand, its destructor then
+  // has nothing left to close.
+  Player b(*adapter, PlayerOptions{.engine = 1});
+  {
+    Player a(*adapter, PlayerOptions{.engine = 0});
+    connect(a, b);
+    b.notifications.on_notify = [&](NTSTATUS) {
+      callback_running.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      callback_returned.store(true);
+    };
+    ASSERT_EQ(b.receive(0, 64, 1), STATUS_SUCCESS);
+    b.cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+    ASSERT_EQ(a.send(0, 32, 2), STATUS_SUCCESS);
+    ASSERT_TRUE(eventually([&] { return callback_running.load(); }));
+  }  // A's objects close here, with no completion
+  EXPECT_EQ(b.qp->NdkCloseQp(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(b.mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(b.pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(b.cq->NdkCloseCq(&Completion::on_close, &cq_closed), STATUS_PENDING);  // its callback holds it
+  b.qp = nullptr;
+  b.mr = nullptr;
+  b.pd = nullptr;
+  b.cq = nullptr;
+  NdkCloseAdapter(adapter);
+  EXPECT_TRUE(callback_returned.load());
+  EXPECT_TRUE(cq_closed.done.load());
+}
+
 class AdapterTest : public ApiTest {};
 
 // An idle adapter's connection manager sleeps between its timer checks. It once spun (a negative wait when no CM
