@@ -43,11 +43,15 @@ long futex(std::atomic<uint32_t>& word, int op, uint32_t value, const timespec* 
 // threads are one pool that moves between arenas (it calls on_scheduler_entry and _exit on the moving thread).
 class PinningObserver final : public tbb::task_scheduler_observer {
  public:
+  // `cpus` 0: the arena is the unpinned one, and entering it sets `unpinned`.
   PinningObserver(tbb::task_arena& arena, uint64_t cpus, const cpu_set_t& unpinned)
       : tbb::task_scheduler_observer(arena), unpinned_(unpinned) {
-    CPU_ZERO(&pinned_);
-    for (unsigned cpu = 0; cpu < 64; ++cpu)
-      if ((cpus >> cpu) & 1) CPU_SET(cpu, &pinned_);
+    pinned_ = unpinned;
+    if (cpus != 0) {
+      CPU_ZERO(&pinned_);
+      for (unsigned cpu = 0; cpu < 64; ++cpu)
+        if ((cpus >> cpu) & 1) CPU_SET(cpu, &pinned_);
+    }
     observe(true);
   }
   ~PinningObserver() override { observe(false); }
@@ -66,9 +70,10 @@ class PinningObserver final : public tbb::task_scheduler_observer {
 };
 
 struct Notifier::Executor {
-  Executor(int concurrency, uint64_t cpu_set, const cpu_set_t& unpinned) : cpus(cpu_set), arena(concurrency, 0) {
-    if (cpus != 0) pinning = std::make_unique<PinningObserver>(arena, cpus, unpinned);
-  }
+  // The default executor's observer sets the unpinned mask on entry as well: a TBB worker may have been created by
+  // (and inherited the mask of) a thread pinned by another executor.
+  Executor(int concurrency, uint64_t cpu_set, const cpu_set_t& unpinned)
+      : cpus(cpu_set), arena(concurrency, 0), pinning(std::make_unique<PinningObserver>(arena, cpus, unpinned)) {}
   // One task per submitted job; which job a task runs does not matter (each job is independent, and a target's
   // deliveries are serialised by its owed count, not by task order).
   void run_one_job(std::atomic<uint64_t>& pending) {
