@@ -23,10 +23,23 @@
 // control thread). An engine that loses it fails the operation (two QPs racing to change the same key; the
 // loser completes in error), so engines never spin either. The fields are atomics so that a torn read is a
 // benign stale value, not a data race.
+//
+// Paged regions. A fast register may name pages that do not follow each other, and a BaseVirtualAddress that is
+// not where its first byte is (NdkFastRegister, ndkpi.md §9.6: any page array, BaseVirtualAddress = FBO + n x
+// PAGE_SIZE). Such a region's [addr, addr + length) is the consumer's address space for it, and byte addr + i lives
+// at pages[(first_offset + i) / kRegionPageSize] + (first_offset + i) % kRegionPageSize. resolve() gives a pointer
+// only for a range whose pages are adjacent in memory; copy() moves any granted range page by page. A slot
+// reserved for a fast-register MR gets its page map once (control path) and keeps it until the table dies, so an
+// engine holding a page pointer of an older registration always reads allocated memory. The page entries are
+// atomics (relaxed): an engine rewrites them under the slot's claim while another may still translate through
+// the registration it resolved before; what it then reads is a page of the consumer's, never a torn pointer.
 #pragma once
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <optional>
 
@@ -41,12 +54,18 @@ enum class MemoryKind : uint8_t {
   kWindow,              // type-2 memory window: valid between a bind and an invalidation
 };
 
+inline constexpr uint32_t kRegionPageSize = 4096;  // NDK's PAGE_SIZE on x86-64
+inline constexpr uint32_t kMaxRegionPages = 256;   // pages one fast register may name
+inline constexpr uint8_t kStagedPageLists = 4;     // page lists of one MR that may wait in send queues at once
+
 struct MemoryRegion {
   uint64_t addr = 0;
   uint64_t length = 0;
-  uint32_t access = 0;  // proto::Access bits
-  uint32_t pd = 0;      // protection domain id; requests must come from a QP of the same PD
-  uint32_t token = 0;   // both the local and the remote token
+  const std::atomic<uint64_t>* pages = nullptr;  // non-null: a paged region (see above)
+  uint64_t first_offset = 0;                     // paged: where byte `addr` is, counted from pages[0]'s start
+  uint32_t access = 0;                           // proto::Access bits
+  uint32_t pd = 0;                               // protection domain id; requests must come from a QP of the same PD
+  uint32_t token = 0;                            // both the local and the remote token
   MemoryKind kind = MemoryKind::kRegion;
   bool valid = true;
   // Fast-register MRs and type-2 windows may be invalidated by a peer's Send with Invalidate (rocev2.md §5).
@@ -60,6 +79,7 @@ class MemoryTable {
   explicit MemoryTable(uint32_t capacity)
       : slots_(std::make_unique<Slot[]>(capacity)),
         tx_pins_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
+        page_maps_(std::make_unique<std::unique_ptr<PageMap>[]>(capacity)),
         capacity_(capacity) {}
 
   static constexpr uint32_t index_of(uint32_t token) noexcept { return token >> 8; }
@@ -102,6 +122,39 @@ class MemoryTable {
     s.kind.store(MemoryKind::kFree, std::memory_order_release);
     s.valid.store(false, std::memory_order_release);
     end_slot_write(s, before, true);
+  }
+
+  // Gives the slot `token` names a page map, once (it allocates). Call before the slot serves a fast-register MR.
+  void prepare_page_map(uint32_t token) {
+    const uint32_t i = index_of(token);
+    if (i < capacity_ && page_maps_[i] == nullptr) page_maps_[i] = std::make_unique<PageMap>();
+  }
+
+  // Poster (NdkFastRegister): copies a page list for a FastRegister WQE and returns its number for
+  // fast_register() (1 to kStagedPageLists), or 0 if the slot has no page map or every list of it still waits for
+  // its WQE. Acquire on the claim pairs with the engine's release in unstage_pages(): the engine has finished
+  // reading a list before a poster writes it again.
+  [[nodiscard]] uint8_t stage_pages(uint32_t token, const uint64_t* pages, uint32_t count,
+                                    uint64_t first_offset) noexcept {
+    const uint32_t i = index_of(token);
+    if (i >= capacity_ || page_maps_[i] == nullptr || count == 0 || count > kMaxRegionPages) return 0;
+    for (uint8_t list = 0; list < kStagedPageLists; ++list) {
+      StagedPages& staged = page_maps_[i]->staged[list];
+      bool idle = false;
+      if (!staged.pending.compare_exchange_strong(idle, true, std::memory_order_acquire, std::memory_order_relaxed))
+        continue;
+      std::memcpy(staged.pages.data(), pages, count * sizeof(uint64_t));
+      staged.count = count;
+      staged.first_offset = first_offset;
+      return static_cast<uint8_t>(list + 1);
+    }
+    return 0;
+  }
+  // Engine: the FastRegister WQE that carried list `list` has retired (executed or flushed); the list is free.
+  void unstage_pages(uint32_t token, uint8_t list) noexcept {
+    const uint32_t i = index_of(token);
+    if (list == 0 || list > kStagedPageLists || i >= capacity_ || page_maps_[i] == nullptr) return;
+    page_maps_[i]->staged[list - 1].pending.store(false, std::memory_order_release);
   }
 
   // --- zero-copy TX pins ---
@@ -178,6 +231,43 @@ class MemoryTable {
     return grant(cache.region, token, addr, length, access, pd, local);
   }
 
+  // Every check of resolve(), without asking for the range to be contiguous in memory: true for a range of a
+  // paged region that resolve() gave no pointer for.
+  [[nodiscard]] bool grants(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, uint32_t pd,
+                            bool local) const noexcept {
+    MemoryRegion r;
+    uint32_t sequence;
+    return read_index(index_of(token), r, sequence) && permits(r, token, addr, length, access, pd, local);
+  }
+  // Copies `length` bytes between `buffer` and [addr, addr + length) of the region `token` names (`into_region`:
+  // from the buffer into the region), page by page, after every check of resolve(). False: a check failed and
+  // nothing was copied.
+  bool copy(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, uint32_t pd, bool local,
+            bool into_region) const noexcept {
+    MemoryRegion r;
+    uint32_t sequence;
+    if (!read_index(index_of(token), r, sequence) || !permits(r, token, addr, length, access, pd, local)) return false;
+    uint64_t offset = addr - r.addr + r.first_offset;
+    while (length > 0) {
+      const uint32_t in_page = static_cast<uint32_t>(offset % kRegionPageSize);
+      const uint32_t n = std::min(length, kRegionPageSize - in_page);
+      auto* memory =
+          r.pages == nullptr
+              ? reinterpret_cast<uint8_t*>(addr)
+              : reinterpret_cast<uint8_t*>(r.pages[offset / kRegionPageSize].load(std::memory_order_relaxed) + in_page);
+      if (into_region) {
+        std::memcpy(memory, buffer, n);
+      } else {
+        std::memcpy(buffer, memory, n);
+      }
+      buffer += n;
+      addr += n;
+      offset += n;
+      length -= n;
+    }
+    return true;
+  }
+
   // A consistent copy of the slot `token` names (valid or not), or nullopt if the token's index is out of
   // range, the slot holds another token, or a writer is changing it right now.
   [[nodiscard]] std::optional<MemoryRegion> read_slot(uint32_t token) const noexcept {
@@ -188,14 +278,31 @@ class MemoryTable {
   }
 
  private:
-  // The checks of resolve() on a consistent copy of the slot.
+  // The checks of resolve() on a consistent copy of the slot: key, validity, PD, rights and range.
+  [[nodiscard]] static bool permits(const MemoryRegion& r, uint32_t token, uint64_t addr, uint32_t length,
+                                    uint32_t access, uint32_t pd, bool local) noexcept {
+    if (r.token != token || !r.valid || r.pd != pd || (r.access & access) != access) return false;
+    if (local && r.kind == MemoryKind::kWindow) return false;
+    // Written to avoid overflow: addr - r.addr cannot wrap once addr >= r.addr.
+    return addr >= r.addr && addr - r.addr <= r.length && length <= r.length - (addr - r.addr);
+  }
+  // resolve()'s answer on a consistent copy: the memory itself, or nullptr.
   [[nodiscard]] static uint8_t* grant(const MemoryRegion& r, uint32_t token, uint64_t addr, uint32_t length,
                                       uint32_t access, uint32_t pd, bool local) noexcept {
-    if (r.token != token || !r.valid || r.pd != pd || (r.access & access) != access) return nullptr;
-    if (local && r.kind == MemoryKind::kWindow) return nullptr;
-    // Written to avoid overflow: addr - r.addr cannot wrap once addr >= r.addr.
-    if (addr < r.addr || addr - r.addr > r.length || length > r.length - (addr - r.addr)) return nullptr;
-    return reinterpret_cast<uint8_t*>(addr);
+    if (!permits(r, token, addr, length, access, pd, local)) return nullptr;
+    if (r.pages == nullptr) [[likely]]
+      return reinterpret_cast<uint8_t*>(addr);
+    return contiguous_pages(r, addr, length);
+  }
+  // A paged region's range as one pointer if its pages are adjacent in memory (always so within one page).
+  [[nodiscard]] static uint8_t* contiguous_pages(const MemoryRegion& r, uint64_t addr, uint32_t length) noexcept {
+    const uint64_t offset = addr - r.addr + r.first_offset;
+    const uint64_t first = offset / kRegionPageSize;
+    const uint64_t last = length == 0 ? first : (offset + length - 1) / kRegionPageSize;
+    const uint64_t page = r.pages[first].load(std::memory_order_relaxed);
+    for (uint64_t i = first + 1; i <= last; ++i)
+      if (r.pages[i].load(std::memory_order_relaxed) != page + (i - first) * kRegionPageSize) return nullptr;
+    return reinterpret_cast<uint8_t*>(page + offset % kRegionPageSize);
   }
 
   // Copies slot `i` into `out` and returns true if the copy is consistent and the slot is in use; `sequence`
@@ -225,14 +332,36 @@ class MemoryTable {
   bool invalidate_local(uint32_t token, uint32_t pd) noexcept { return invalidate_remote(token, pd); }
   // Fast register: the reserved fast-register slot of `pd` that the new token names becomes valid over
   // [addr, addr + length) with `access`. The slot must be invalid (a registered FR MR is invalidated first).
-  bool fast_register(uint32_t new_token, uint64_t addr, uint64_t length, uint32_t access, uint32_t pd) noexcept {
-    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next) {
+  // `page_list` 0: the region's bytes are at their addresses; otherwise the staged list (stage_pages()) that
+  // makes it a paged region, copied into the slot's page map under the claim.
+  bool fast_register(uint32_t new_token, uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
+                     uint8_t page_list = 0) noexcept {
+    const uint32_t index = index_of(new_token);
+    const StagedPages* staged = nullptr;
+    if (page_list != 0) {
+      if (page_list > kStagedPageLists || index >= capacity_ || page_maps_[index] == nullptr) return false;
+      staged = &page_maps_[index]->staged[page_list - 1];
+      // The list must hold every byte of the region.
+      if (staged->first_offset >= kRegionPageSize ||
+          length > uint64_t{staged->count} * kRegionPageSize - staged->first_offset)
+        return false;
+    }
+    return modify_slot(index, [&](const MemoryRegion& r, MemoryRegion& next, bool claimed) {
       if (r.kind != MemoryKind::kFastRegisterRegion || r.valid || r.pd != pd) return false;
       next.addr = addr;
       next.length = length;
       next.access = access;
       next.token = new_token;
       next.valid = true;
+      next.pages = nullptr;
+      next.first_offset = 0;
+      if (staged != nullptr) {
+        PageMap& map = *page_maps_[index];
+        next.pages = map.active.data();
+        next.first_offset = staged->first_offset;
+        if (claimed)
+          for (uint32_t i = 0; i < staged->count; ++i) map.active[i].store(staged->pages[i], std::memory_order_relaxed);
+      }
       return true;
     });
   }
@@ -247,13 +376,16 @@ class MemoryTable {
     if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
       return false;
     if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;
-    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next) {
+    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
       if (r.kind != MemoryKind::kWindow || r.valid || r.pd != pd) return false;
       next.addr = addr;
       next.length = length;
       next.access = access;
       next.token = new_token;
       next.valid = true;
+      // A window on a paged region translates through the region's page map.
+      next.pages = region->pages;
+      next.first_offset = region->pages == nullptr ? 0 : region->first_offset + (addr - region->addr);
       return true;
     });
   }
@@ -263,6 +395,8 @@ class MemoryTable {
     std::atomic<uint32_t> sequence{0};  // odd while a writer changes the slot
     std::atomic<uint64_t> addr{0};
     std::atomic<uint64_t> length{0};
+    std::atomic<const std::atomic<uint64_t>*> pages{nullptr};
+    std::atomic<uint64_t> first_offset{0};
     std::atomic<uint32_t> access{0};
     std::atomic<uint32_t> pd{0};
     std::atomic<uint32_t> token{0};
@@ -287,6 +421,8 @@ class MemoryTable {
   static void store_fields(Slot& s, const MemoryRegion& r) noexcept {
     s.addr.store(r.addr, std::memory_order_release);
     s.length.store(r.length, std::memory_order_release);
+    s.pages.store(r.pages, std::memory_order_release);
+    s.first_offset.store(r.first_offset, std::memory_order_release);
     s.access.store(r.access, std::memory_order_release);
     s.pd.store(r.pd, std::memory_order_release);
     s.token.store(r.token, std::memory_order_release);
@@ -297,6 +433,8 @@ class MemoryTable {
     MemoryRegion r;
     r.addr = s.addr.load(std::memory_order_acquire);
     r.length = s.length.load(std::memory_order_acquire);
+    r.pages = s.pages.load(std::memory_order_acquire);
+    r.first_offset = s.first_offset.load(std::memory_order_acquire);
     r.access = s.access.load(std::memory_order_acquire);
     r.pd = s.pd.load(std::memory_order_acquire);
     r.token = s.token.load(std::memory_order_acquire);
@@ -307,35 +445,49 @@ class MemoryTable {
 
   // Engine writers: check on a copy first (a change that would not apply never disturbs readers), then claim
   // without waiting, check again and change under the claim. `change(current, next)` returns false to leave
-  // the slot as it is.
+  // the slot as it is; `claimed` is false for the check on the copy, true under the claim.
   template <class Change>
   bool modify_slot(uint32_t index, Change&& change) noexcept {
     MemoryRegion seen;
     uint32_t sequence;
     if (!read_index(index, seen, sequence)) return false;
     MemoryRegion scratch = seen;
-    if (!change(seen, scratch)) return false;
+    if (!change(seen, scratch, false)) return false;
     Slot& s = slots_[index];
     uint32_t before;
     if (!begin_slot_write(s, before)) return false;
     const MemoryRegion current = load_fields(s);
     MemoryRegion next = current;
-    const bool changed = current.kind != MemoryKind::kFree && change(current, next);
+    const bool changed = current.kind != MemoryKind::kFree && change(current, next, true);
     if (changed) store_fields(s, next);
     end_slot_write(s, before, changed);
     return changed;
   }
   template <class Check>
   bool modify(uint32_t token, Check&& may_invalidate) noexcept {
-    return modify_slot(index_of(token), [&](const MemoryRegion& r, MemoryRegion& next) {
+    return modify_slot(index_of(token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
       if (r.token != token || !may_invalidate(r, next)) return false;
       next.valid = false;
       return true;
     });
   }
 
+  // A page list copied at post time for one FastRegister WQE. `pending` from the poster's claim until the WQE
+  // retires; the engine only reads the rest.
+  struct StagedPages {
+    std::atomic<bool> pending{false};
+    uint32_t count = 0;
+    uint64_t first_offset = 0;
+    std::array<uint64_t, kMaxRegionPages> pages{};
+  };
+  struct PageMap {
+    std::array<std::atomic<uint64_t>, kMaxRegionPages> active{};  // the registration's pages (engines write)
+    std::array<StagedPages, kStagedPageLists> staged{};
+  };
+
   std::unique_ptr<Slot[]> slots_;
-  std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;  // [slot]: zero-copy TX mbufs pointing into it
+  std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;       // [slot]: zero-copy TX mbufs pointing into it
+  std::unique_ptr<std::unique_ptr<PageMap>[]> page_maps_;  // [slot]: fast-register slots only, from first use
   uint32_t capacity_;
 };
 

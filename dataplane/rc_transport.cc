@@ -238,6 +238,19 @@ uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, ui
   return engine_.memory().resolve(remote_keys_, token.value(), addr, length, access, setup_.pd);
 }
 
+bool RcQueuePair::grants_paged(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, bool local) {
+  return engine_.memory().grants(token, addr, length, access, setup_.pd, local);
+}
+
+bool RcQueuePair::copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access,
+                             bool local, bool into_memory) {
+  return engine_.memory().copy(token, addr, buffer, length, access, setup_.pd, local, into_memory);
+}
+
+void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) {
+  engine_.memory().unstage_pages(token, page_list);
+}
+
 bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
   return engine_.memory().invalidate_remote(token.value(), setup_.pd);
 }
@@ -298,7 +311,7 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
   const proto::MemoryOperation& m = w.memory;
   switch (w.op) {
     case proto::WorkOp::kFastRegister:
-      return memory.fast_register(m.token, m.addr, m.length, m.access, setup_.pd)
+      return memory.fast_register(m.token, m.addr, m.length, m.access, setup_.pd, m.page_list)
                  ? proto::CompletionStatus::kSuccess
                  : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kLocalInvalidate:
@@ -791,6 +804,7 @@ Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
   region.token = *token;
   region.kind = kind;
   region.valid = false;
+  if (kind == MemoryKind::kFastRegisterRegion) memory_.prepare_page_map(region.token);
   memory_.insert(region);
   return region.token;
 }

@@ -155,6 +155,10 @@ class RcQueuePair final : public proto::RcEnv {
   uint64_t now_ns() override;
   uint8_t* resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) override;
   uint8_t* resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) override;
+  bool grants_paged(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, bool local) override;
+  bool copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, bool local,
+                  bool into_memory) override;
+  void retire_page_list(uint32_t token, uint8_t page_list) override;
   bool invalidate_remote(proto::RemoteToken token) override;
   const proto::RecvWqe* pop_receive() override;
   uint32_t receive_credits() override;

@@ -125,11 +125,15 @@ class CompletionEvents {
   void on_append(ArmLevel needed) noexcept { fire_from(arm_after_append(), needed); }
   // The ring was full: the CQ fails (ndkpi.md §9.9: it reports nothing further) and an
   // armed consumer hears of it through any arm.
-  void on_overrun() noexcept {
-    if (failed_.exchange(true, std::memory_order_acq_rel)) return;
-    fire_from(arm_after_append(), ArmLevel::kErrors);
+  void on_overrun() noexcept { fail(); }
+  // The engines serving the CQ stopped for good (a fatal error, ndkpi.md §9.9 INTERNAL_ERROR): the CQ fails in
+  // the same way, and fatal() says why. Release: a notification that sees the failure sees the reason.
+  void on_fatal() noexcept {
+    fatal_.store(true, std::memory_order_release);
+    fail();
   }
   [[nodiscard]] bool failed() const noexcept { return failed_.load(std::memory_order_acquire); }
+  [[nodiscard]] bool fatal() const noexcept { return fatal_.load(std::memory_order_acquire); }
 
   // --- consumer ---
   // Merges `level` into the arm state (NDK merge table = maximum) and returns the merged
@@ -155,6 +159,10 @@ class CompletionEvents {
   bool fire_if_armed(ArmLevel needed) noexcept { return fire_from(armed_.load(std::memory_order_relaxed), needed); }
 
  private:
+  void fail() noexcept {
+    if (failed_.exchange(true, std::memory_order_acq_rel)) return;
+    fire_from(arm_after_append(), ArmLevel::kErrors);
+  }
   // The handshake's engine half: reads the arm word with an RMW (acq_rel) after the
   // entry's phase was published, so it is ordered against the consumer's arm().
   uint8_t arm_after_append() noexcept { return armed_.fetch_add(0, std::memory_order_acq_rel); }
@@ -176,6 +184,7 @@ class CompletionEvents {
   // Written once, read on every append and by every post of an attached QP (ndkpi.md §9.9): its own line, so the
   // readers share it instead of pulling the arm word's line, which the engines write on every append.
   alignas(kCacheLine) std::atomic<bool> failed_{false};
+  std::atomic<bool> fatal_{false};
 };
 
 // The one-shot SRQ limit event (NdkModifySrq / NdkCreateSrq NotifyThreshold): armed with a

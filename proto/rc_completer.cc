@@ -137,24 +137,6 @@ void RcQp::on_ack(const ParsedPacket& p) noexcept {
   }
 }
 
-// Writes `data` into the WQE's scatter list at `offset` (READ responses, atomic results).
-void RcQp::scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> data) noexcept {
-  const uint8_t* in = data.data();
-  std::size_t length = data.size();
-  for (unsigned i = 0; i < w.num_sge && length > 0; ++i) {
-    const Sge& s = w.sge[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const std::size_t n = std::min<std::size_t>(s.length - offset, length);
-    std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + offset, in, n);
-    in += n;
-    length -= n;
-    offset = 0;
-  }
-}
-
 void RcQp::on_read_response(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
   // A response implicitly acknowledges every earlier request (rocev2.md §4.5).
@@ -183,7 +165,7 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     enter_error(CompletionStatus::kBadResponse);
     return;
   }
-  scatter(w, offset, p.payload());
+  copy_sges<true>(w.sge.data(), w.num_sge, pr.paged_sges, offset, p.payload().data(), p.payload_length);
   set_unacked(psn + 1);
   retries_left_ = attrs_.retry_count;
   retry_pending_ = false;
@@ -216,7 +198,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   uint8_t original[8];
   const uint64_t value = p.ext<AtomicAckEth>(ExtHeader::kAtomicAckEth).get(AtomicAckEth::original_data);
   std::memcpy(original, &value, sizeof original);  // host order in local memory, as verbs returns it
-  scatter(w, 0, original);
+  copy_sges<true>(w.sge.data(), w.num_sge, progress(sq_oldest_).paged_sges, 0, original, sizeof original);
   set_unacked(psn + 1);
   if (sq_next_ == sq_oldest_) {
     ++sq_next_;

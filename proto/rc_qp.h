@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "proto/aeth.h"
@@ -50,6 +51,22 @@ class RcEnv {
   // `access` over all of it, else nullptr. Never called with length 0.
   virtual uint8_t* resolve_local(LocalToken token, uint64_t addr, uint32_t length, uint32_t access) = 0;
   virtual uint8_t* resolve_remote(RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) = 0;
+  // Paged memory (a fast-register MR whose pages do not follow each other, NdkFastRegister): its bytes are not
+  // at their addresses, and resolve_*() gives a pointer only for a range whose pages are adjacent. These make
+  // every check of resolve_*() on `token` (local: an L_Key) without that condition, and copy page by page.
+  // copy_paged: `into_memory` copies from `buffer` into the memory. False: a check failed, nothing was copied.
+  // The defaults serve an owner without paged memory.
+  virtual bool grants_paged(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, bool local) {
+    (void)token, (void)addr, (void)length, (void)access, (void)local;
+    return false;
+  }
+  virtual bool copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, bool local,
+                          bool into_memory) {
+    (void)token, (void)addr, (void)buffer, (void)length, (void)access, (void)local, (void)into_memory;
+    return false;
+  }
+  // A FastRegister WQE that carried page list `page_list` (MemoryOperation) has retired, executed or flushed.
+  virtual void retire_page_list(uint32_t token, uint8_t page_list) { (void)token, (void)page_list; }
   // Send with Invalidate: invalidates `token` if it may be remotely invalidated.
   virtual bool invalidate_remote(RemoteToken token) = 0;
   // The next posted receive WQE (RQ or SRQ), consumed, or nullptr if none (RNR).
@@ -130,6 +147,7 @@ class RcQp {
     bool counted_in_flight = false;  // READ/atomic: its request is out and counted in reads_in_flight_
     bool local = false;              // a local operation that has been executed, with this outcome:
     CompletionStatus local_status = CompletionStatus::kSuccess;
+    uint8_t paged_sges = 0;  // bit i: sge[i] lies in paged memory (RcEnv::copy_paged), found by start_wqe
   };
   [[nodiscard]] const SendWqe& wqe(uint32_t index) const noexcept { return sq_[index & sq_mask_]; }
   [[nodiscard]] WqeProgress& progress(uint32_t index) noexcept { return progress_[index & sq_mask_]; }
@@ -167,7 +185,15 @@ class RcQp {
   void on_lost_response() noexcept;
   void restart_timer() noexcept;
   void set_unacked(Psn psn) noexcept;
-  void scatter(const SendWqe& w, uint32_t offset, std::span<const uint8_t> data) noexcept;
+  // Copies `length` bytes between `buffer` and a scatter/gather list, starting `offset` bytes into the list
+  // (`into_sges`: from the buffer into the list's memory). SGEs whose bit is set in `paged` go through
+  // RcEnv::copy_paged; a paged SGE that no longer passes its checks is skipped (and a gather zero-fills it).
+  template <bool kIntoSges>
+  void copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
+                 std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
+  // resolve_local(), and whether the SGE's bytes are elsewhere than its address (paged memory). False: the
+  // L_Key does not grant `access` over the SGE.
+  bool check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept;
 
   // --- responder (rc_responder.cc) ---
   enum class Message : uint8_t { kNone, kSend, kWrite };
@@ -178,7 +204,7 @@ class RcQp {
     uint64_t va = 0;
     RemoteToken rkey{};
     uint32_t length = 0;
-    const uint8_t* data = nullptr;
+    const uint8_t* data = nullptr;  // nullptr with a length: paged memory, read through RcEnv::copy_paged
     uint64_t atomic_original = 0;
     bool saved = false;  // holds a request (the ring starts empty)
     // A response from this slot is queued or being sent. The slot is then live: a new request may not take it
@@ -254,9 +280,14 @@ class RcQp {
   bool recv_held_ = false;  // recv_ was consumed and has not completed yet
   uint32_t recv_offset_ = 0;
   uint32_t recv_capacity_ = 0;
+  uint8_t recv_paged_sges_ = 0;  // WqeProgress::paged_sges for recv_
   uint8_t* write_cursor_ = nullptr;
   uint32_t write_remaining_ = 0;
   uint32_t write_length_ = 0;
+  // A WRITE into paged memory has no cursor: its bytes go through RcEnv::copy_paged at write_va_.
+  bool write_paged_ = false;
+  uint64_t write_va_ = 0;
+  RemoteToken write_rkey_{};
   // The packet on_packet() is handling carries a deferred ICRC (ParsedPacket::icrc_deferred) that nothing has
   // checked yet: every path that acts on it checks first (settle_icrc), except the fused placement of a WRITE
   // payload, which checks while it copies and commits nothing unless the ICRC matches.
@@ -310,6 +341,8 @@ inline void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept
   const SendWqe& w = wqe(index);
   retire_read(progress(index));
   progress(index) = WqeProgress{};
+  if (w.op == WorkOp::kFastRegister && w.memory.page_list != 0) [[unlikely]]
+    env_->retire_page_list(w.memory.token, w.memory.page_list);
   // SILENT_SUCCESS: unsignaled successes retire without a completion; failures always complete.
   if (status != CompletionStatus::kSuccess || (w.flags & kWqeSignaled)) {
     Completion c;

@@ -44,22 +44,6 @@ Opcode send_opcode(const SendWqe& w, bool first, bool last) noexcept {
   }
 }
 
-// Copies `length` bytes starting `offset` bytes into the WQE's gather list.
-void gather(const SendWqe& w, uint32_t offset, uint8_t* out, uint32_t length) noexcept {
-  for (unsigned i = 0; i < w.num_sge && length > 0; ++i) {
-    const Sge& s = w.sge[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const uint32_t n = std::min(s.length - offset, length);
-    std::memcpy(out, reinterpret_cast<const uint8_t*>(s.addr) + offset, n);
-    out += n;
-    length -= n;
-    offset = 0;
-  }
-}
-
 }  // namespace
 
 void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue,
@@ -82,6 +66,45 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   state_ = QpState::kReadyToSend;
 }
 
+bool RcQp::check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept {
+  if (s.length == 0) return true;  // never checked (IBTA C9-88)
+  const uint8_t* memory = env_->resolve_local(s.lkey, s.addr, s.length, access);
+  paged = memory != reinterpret_cast<const uint8_t*>(s.addr);  // nullptr, or paged memory that translated
+  return !paged || memory != nullptr || env_->grants_paged(s.lkey.value(), s.addr, s.length, access, true);
+}
+
+template <bool kIntoSges>
+void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
+                     std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept {
+  for (unsigned i = 0; i < count && length > 0; ++i) {
+    const Sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const auto n = static_cast<uint32_t>(std::min<std::size_t>(s.length - offset, length));
+    auto* memory = reinterpret_cast<uint8_t*>(s.addr) + offset;
+    if (!(paged & (1u << i))) [[likely]] {
+      if constexpr (kIntoSges) {
+        std::memcpy(memory, buffer, n);
+      } else {
+        std::memcpy(buffer, memory, n);
+      }
+    } else if constexpr (kIntoSges) {
+      // copy_paged only reads the buffer when it copies into memory.
+      (void)env_->copy_paged(s.lkey.value(), s.addr + offset, const_cast<uint8_t*>(buffer), n, kAccessLocalWrite, true,
+                             true);
+    } else if (!env_->copy_paged(s.lkey.value(), s.addr + offset, buffer, n, 0, true, false)) {
+      std::memset(buffer, 0, n);  // invalidated under the WQE: never send what the buffer held before
+    }
+    buffer += n;
+    length -= n;
+    offset = 0;
+  }
+}
+template void RcQp::copy_sges<true>(const Sge*, unsigned, uint8_t, uint32_t, const uint8_t*, std::size_t) noexcept;
+template void RcQp::copy_sges<false>(const Sge*, unsigned, uint8_t, uint32_t, uint8_t*, std::size_t) noexcept;
+
 // First transmission of a WQE: check its local keys (IBTA C10-?: local protection
 // errors complete the WR in error) and give it its PSN range.
 bool RcQp::start_wqe(uint32_t index) noexcept {
@@ -90,11 +113,12 @@ bool RcQp::start_wqe(uint32_t index) noexcept {
   if (!(w.flags & kWqeInline)) {
     const uint32_t access = w.op == WorkOp::kRdmaRead || is_atomic(w.op) ? uint32_t{kAccessLocalWrite} : 0u;
     for (unsigned i = 0; i < w.num_sge; ++i) {
-      const Sge& s = w.sge[i];
-      if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, access) == nullptr) {
+      bool paged = false;
+      if (!check_local_sge(w.sge[i], access, paged)) {
         enter_error(CompletionStatus::kLocalProtectionError, index);
         return false;
       }
+      if (paged) pr.paged_sges |= static_cast<uint8_t>(1u << i);
     }
   }
   pr.first_psn = next_psn_;
@@ -244,10 +268,11 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   }
   if (last && (w.flags & kWqeSolicited)) flags |= kBthSolicited;
   // Zero-copy when the packet's payload is one piece of one SGE of registered memory (inline data lives in the
-  // SQ slot, which the application reuses once the WQE completes, so it is always copied).
+  // SQ slot, which the application reuses once the WQE completes, so it is always copied; so is paged memory).
   const uint8_t* zero_copy_payload = nullptr;
   LocalToken zero_copy_token{};
-  if (attrs_.zero_copy_min_payload != 0 && length >= attrs_.zero_copy_min_payload && !(w.flags & kWqeInline)) {
+  if (attrs_.zero_copy_min_payload != 0 && length >= attrs_.zero_copy_min_payload && !(w.flags & kWqeInline) &&
+      pr.paged_sges == 0) {
     uint32_t offset = send_offset_;
     for (unsigned i = 0; i < w.num_sge; ++i) {
       const Sge& s = w.sge[i];
@@ -288,7 +313,7 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   if (split.headers != nullptr) {
     headers_.seal_split(out, st, zero_copy_payload, length, split.tail);
   } else {
-    gather(w, send_offset_, st.payload, length);
+    copy_sges<false>(w.sge.data(), w.num_sge, pr.paged_sges, send_offset_, st.payload, length);
     headers_.seal(out, st, length);
   }
   env_->tx_commit(st.frame_length);

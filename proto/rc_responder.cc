@@ -150,14 +150,17 @@ bool RcQp::take_receive_wqe(Psn psn) noexcept {
   recv_held_ = true;
   recv_offset_ = 0;
   recv_capacity_ = 0;
+  recv_paged_sges_ = 0;
   for (unsigned i = 0; i < recv_.num_sge; ++i) {
     const Sge& s = recv_.sge[i];
-    if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, kAccessLocalWrite) == nullptr) {
+    bool paged = false;
+    if (!check_local_sge(s, kAccessLocalWrite, paged)) {
       // A bad receive L_Key is the responder's local protection error; the requester sees
       // a Remote Operational Error (rocev2.md §5).
       responder_fail(psn, NakCode::kRemoteOperationalError, CompletionStatus::kLocalProtectionError);
       return false;
     }
+    if (paged) recv_paged_sges_ |= static_cast<uint8_t>(1u << i);
     recv_capacity_ += s.length;
   }
   return true;
@@ -176,22 +179,8 @@ bool RcQp::receive_send(const ParsedPacket& p) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kLocalLengthError);
     return false;
   }
-  // Scatter into the receive WQE.
-  const uint8_t* in = p.payload().data();
-  uint32_t left = p.payload_length;
-  uint32_t offset = recv_offset_;
-  for (unsigned i = 0; i < recv_.num_sge && left > 0; ++i) {
-    const Sge& s = recv_.sge[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const uint32_t n = std::min(s.length - offset, left);
-    std::memcpy(reinterpret_cast<uint8_t*>(s.addr) + offset, in, n);
-    in += n;
-    left -= n;
-    offset = 0;
-  }
+  copy_sges<true>(recv_.sge.data(), recv_.num_sge, recv_paged_sges_, recv_offset_, p.payload().data(),
+                  p.payload_length);
   recv_offset_ += p.payload_length;
   if (!is_last_or_only(info)) return true;
 
@@ -295,18 +284,22 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   uint8_t* cursor = write_cursor_;
   uint32_t remaining = write_remaining_;
   uint32_t length = write_length_;
-  RemoteToken rkey{};
+  bool paged = write_paged_;
+  RemoteToken rkey = write_rkey_;
+  uint64_t va = write_va_;
   if (first) {
     const auto reth = p.ext<Reth>(ExtHeader::kReth);
     rkey = reth.get(Reth::rkey);
+    va = reth.get(Reth::va);
     length = remaining = reth.get(Reth::dma_length);
     cursor = nullptr;
+    paged = false;
     // A zero-length WRITE does not validate the R_Key (IBTA C9-88).
     if (length != 0) {
-      cursor = (attrs_.access & kAccessRemoteWrite)
-                   ? env_->resolve_remote(rkey, reth.get(Reth::va), length, kAccessRemoteWrite)
-                   : nullptr;
-      if (cursor == nullptr) {
+      const bool allowed = (attrs_.access & kAccessRemoteWrite) != 0;
+      cursor = allowed ? env_->resolve_remote(rkey, va, length, kAccessRemoteWrite) : nullptr;
+      paged = cursor == nullptr && allowed && env_->grants_paged(rkey.value(), va, length, kAccessRemoteWrite, false);
+      if (cursor == nullptr && !paged) {
         if (!settle_icrc(p)) return false;
         ++counters_.resp_remote_access_error;
         responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
@@ -323,8 +316,21 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     return false;
   }
   if (p.payload_length != 0) {
-    if (!place_write_payload(cursor, p)) return false;
-    cursor += p.payload_length;
+    if (!paged) [[likely]] {
+      if (!place_write_payload(cursor, p)) return false;
+      cursor += p.payload_length;
+    } else {
+      // Paged memory: the ICRC first, then the copy, page by page, with every check of the R_Key again (an
+      // invalidation may have come between the packets of the message).
+      if (!settle_icrc(p)) return false;
+      if (!env_->copy_paged(rkey.value(), va, const_cast<uint8_t*>(p.payload().data()), p.payload_length,
+                            kAccessRemoteWrite, false, true)) {
+        ++counters_.resp_remote_access_error;
+        responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
+        return false;
+      }
+      va += p.payload_length;
+    }
     remaining -= p.payload_length;
   }
   if (first) {
@@ -338,6 +344,9 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   }
   write_cursor_ = cursor;
   write_remaining_ = remaining;
+  write_paged_ = paged;
+  write_va_ = va;
+  write_rkey_ = rkey;
   if (!last) return true;
   in_message_ = Message::kNone;
   msn_ += 1;
@@ -398,9 +407,11 @@ bool RcQp::receive_read(const ParsedPacket& p) noexcept {
   r.va = reth.get(Reth::va);
   r.rkey = reth.get(Reth::rkey);
   if (r.length != 0) {
-    r.data =
-        (attrs_.access & kAccessRemoteRead) ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead) : nullptr;
-    if (r.data == nullptr) {
+    const bool allowed = (attrs_.access & kAccessRemoteRead) != 0;
+    r.data = allowed ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead) : nullptr;
+    // Paged memory keeps data null: each response copies its part through copy_paged.
+    if (r.data == nullptr &&
+        !(allowed && env_->grants_paged(r.rkey.value(), r.va, r.length, kAccessRemoteRead, false))) {
       ++counters_.resp_remote_access_error;
       responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
       return false;
@@ -509,7 +520,13 @@ bool RcQp::send_read_response(PendingResponse& pr) noexcept {
     aeth.set(Aeth::syndrome, ack_syndrome().raw());
     aeth.set(Aeth::msn, msn_);
   }
-  if (length != 0) std::memcpy(st.payload, r.data + pr.offset, length);
+  if (length != 0 && r.data != nullptr) [[likely]] {
+    std::memcpy(st.payload, r.data + pr.offset, length);
+  } else if (length != 0 &&
+             !env_->copy_paged(r.rkey.value(), r.va + pr.offset, st.payload, length, kAccessRemoteRead, false, false)) {
+    // Invalidated (or re-registered) under the response: the peer gets zeros, never what the region holds now.
+    std::memset(st.payload, 0, length);
+  }
   headers_.seal(out, st, length);
   env_->tx_commit(st.frame_length);
   pr.offset += length;

@@ -67,6 +67,7 @@ struct MemoryOperation {
   uint32_t token = 0;         // the token made valid (fast register, bind) or invalid (local invalidate)
   uint32_t region_token = 0;  // kBindMemoryWindow: the MR the window lies in
   uint32_t access = 0;        // Access bits the new region or window grants
+  uint8_t page_list = 0;      // kFastRegister: 0, or the page list staged for it (dataplane/memory_table.h)
 };
 
 struct SendWqe {

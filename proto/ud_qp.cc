@@ -11,7 +11,8 @@ CompletionStatus UdQp::send(const SendWqe& w, const UdAddress& to) noexcept {
   if (!(w.flags & kWqeInline)) {
     for (unsigned i = 0; i < w.num_sge; ++i) {
       const Sge& s = w.sge[i];
-      if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, 0) == nullptr)
+      // The memory must be at the SGE's address: UD QPs do not take paged fast-register memory.
+      if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, 0) != reinterpret_cast<uint8_t*>(s.addr))
         return CompletionStatus::kLocalProtectionError;
     }
   }
@@ -74,7 +75,8 @@ void UdQp::on_packet(const ParsedPacket& p) noexcept {
   uint32_t capacity = 0;
   for (unsigned i = 0; i < r->num_sge; ++i) {
     const Sge& s = r->sge[i];
-    if (s.length != 0 && env_->resolve_local(s.lkey, s.addr, s.length, kAccessLocalWrite) == nullptr) {
+    if (s.length != 0 &&
+        env_->resolve_local(s.lkey, s.addr, s.length, kAccessLocalWrite) != reinterpret_cast<uint8_t*>(s.addr)) {
       c.status = CompletionStatus::kLocalProtectionError;
       env_->complete_receive(c, deth.get(Deth::src_qp));
       return;

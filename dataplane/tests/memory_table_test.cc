@@ -1,0 +1,128 @@
+// The memory table's paged regions (fast register with a page list, ndkpi.md §9.6): translation, the contiguity
+// rule of resolve(), page-by-page copies, windows on them, and the staged page lists' backpressure.
+#include "dataplane/memory_table.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+namespace uroce::dataplane {
+namespace {
+
+constexpr uint64_t kPage = kRegionPageSize;
+constexpr uint32_t kPd = 3;
+constexpr uint32_t kAll = proto::kAccessLocalWrite | proto::kAccessRemoteWrite | proto::kAccessRemoteRead;
+
+class PagedRegion : public ::testing::Test {
+ protected:
+  static constexpr uint32_t kSlot = 5;
+  static constexpr uint64_t kBase = (uint64_t{0x77} << 32) + 3 * kPage + 40;  // FBO 40, nothing there
+  static constexpr uint64_t kLength = 4 * kPage - 40;
+
+  PagedRegion() : memory_(static_cast<uint8_t*>(std::aligned_alloc(kPage, 8 * kPage)), &std::free) {
+    std::memset(memory_.get(), 0, 8 * kPage);
+    // Pages 6, 1, 2 and 4 of the block: 1 and 2 follow each other, the others do not.
+    for (uint32_t i = 0; i < 4; ++i) pages_[i] = page(std::array<uint32_t, 4>{6, 1, 2, 4}[i]);
+    MemoryRegion reserved;
+    reserved.pd = kPd;
+    reserved.token = token_ = kSlot << 8 | 1;
+    reserved.kind = MemoryKind::kFastRegisterRegion;
+    reserved.valid = false;
+    table_.prepare_page_map(token_);
+    table_.insert(reserved);
+  }
+  uint64_t page(uint32_t i) const { return reinterpret_cast<uint64_t>(memory_.get()) + uint64_t{i} * kPage; }
+  // Where byte `offset` of the region lives.
+  uint8_t* at(uint64_t offset) const {
+    const uint64_t o = 40 + offset;
+    return reinterpret_cast<uint8_t*>(pages_[o / kPage] + o % kPage);
+  }
+  bool register_pages(uint32_t new_token) {
+    const uint8_t list = table_.stage_pages(token_, pages_.data(), 4, 40);
+    EXPECT_NE(list, 0);
+    const bool ok = table_.fast_register(new_token, kBase, kLength, kAll, kPd, list);
+    table_.unstage_pages(new_token, list);
+    return ok;
+  }
+
+  MemoryTable table_{16};
+  std::unique_ptr<uint8_t, void (*)(void*)> memory_;
+  std::array<uint64_t, 4> pages_{};
+  uint32_t token_ = 0;
+};
+
+TEST_F(PagedRegion, ResolveTranslatesRangesWhosePagesAreAdjacentAndCopyMovesAnyOther) {
+  const uint32_t token = kSlot << 8 | 2;
+  ASSERT_TRUE(register_pages(token));
+  // Inside one page, and across the boundary of pages 1 and 2 of the block (list entries 1 and 2).
+  EXPECT_EQ(table_.resolve(token, kBase + 8, 64, kAll, kPd), at(8));
+  const uint64_t across = kPage - 40 + kPage - 100;  // 100 bytes before list entry 2
+  EXPECT_EQ(table_.resolve(token, kBase + across, 200, kAll, kPd), at(across));
+  // Across entries 0 and 1 (pages 6 and 1): no single pointer, but granted.
+  const uint64_t gap = kPage - 40 - 10;
+  EXPECT_EQ(table_.resolve(token, kBase + gap, 20, kAll, kPd), nullptr);
+  EXPECT_TRUE(table_.grants(token, kBase + gap, 20, kAll, kPd, false));
+  // Out of the region, a wrong key, a wrong PD: refused either way.
+  EXPECT_FALSE(table_.grants(token, kBase + kLength - 4, 8, kAll, kPd, false));
+  EXPECT_FALSE(table_.grants(token + 1, kBase, 8, kAll, kPd, false));
+  EXPECT_FALSE(table_.grants(token, kBase, 8, kAll, kPd + 1, false));
+  EXPECT_FALSE(table_.copy(token, kBase - 1, memory_.get(), 8, kAll, kPd, false, true));
+
+  // The whole region, in and out, page by page.
+  std::vector<uint8_t> in(kLength);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 1);
+  ASSERT_TRUE(table_.copy(token, kBase, in.data(), static_cast<uint32_t>(kLength), kAll, kPd, false, true));
+  for (uint64_t i = 0; i < kLength; ++i) ASSERT_EQ(*at(i), in[i]) << "byte " << i;
+  std::vector<uint8_t> out(kLength);
+  ASSERT_TRUE(table_.copy(token, kBase, out.data(), static_cast<uint32_t>(kLength), kAll, kPd, false, false));
+  EXPECT_EQ(out, in);
+  // Nothing before the first byte (the FBO) or in the pages the list does not name was written.
+  for (uint32_t i = 0; i < 40; ++i) EXPECT_EQ(memory_.get()[6 * kPage + i], 0) << i;
+  for (const uint32_t p : {0U, 3U, 5U, 7U})
+    for (uint32_t i = 0; i < kPage; ++i) ASSERT_EQ(memory_.get()[p * kPage + i], 0) << p;
+
+  // A window on the region translates through its pages.
+  const uint32_t window_slot = 6;
+  MemoryRegion window;
+  window.pd = kPd;
+  window.token = window_slot << 8 | 1;
+  window.kind = MemoryKind::kWindow;
+  window.valid = false;
+  table_.insert(window);
+  const uint32_t window_token = window_slot << 8 | 2;
+  ASSERT_TRUE(table_.bind_window(window_token, token, kBase + gap, 100, proto::kAccessRemoteWrite, kPd));
+  const uint8_t bytes[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
+  ASSERT_TRUE(table_.copy(window_token, kBase + gap, const_cast<uint8_t*>(bytes), 20, proto::kAccessRemoteWrite, kPd,
+                          false, true));
+  for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(*at(gap + i), bytes[i]) << i;
+  EXPECT_EQ(table_.resolve(window_token, kBase + gap + 12, 8, proto::kAccessRemoteWrite, kPd), at(gap + 12));
+
+  // Invalidated: nothing resolves or copies any more.
+  ASSERT_TRUE(table_.invalidate_local(token, kPd));
+  EXPECT_FALSE(table_.copy(token, kBase, out.data(), 8, kAll, kPd, false, false));
+}
+
+TEST_F(PagedRegion, AListTooShortForTheLengthIsRefused) {
+  const uint8_t list = table_.stage_pages(token_, pages_.data(), 2, 40);
+  ASSERT_NE(list, 0);
+  EXPECT_FALSE(table_.fast_register(kSlot << 8 | 2, kBase, kLength, kAll, kPd, list));
+  table_.unstage_pages(token_, list);
+}
+
+TEST_F(PagedRegion, FourListsWaitAtOnceAndARetiredOneIsTakenAgain) {
+  std::array<uint8_t, kStagedPageLists> lists{};
+  for (auto& list : lists) {
+    list = table_.stage_pages(token_, pages_.data(), 4, 40);
+    EXPECT_NE(list, 0);
+  }
+  EXPECT_EQ(table_.stage_pages(token_, pages_.data(), 4, 40), 0) << "every list waits for its WQE";
+  table_.unstage_pages(token_, lists[2]);
+  EXPECT_EQ(table_.stage_pages(token_, pages_.data(), 4, 40), lists[2]);
+  EXPECT_EQ(table_.stage_pages(7 << 8 | 1, pages_.data(), 4, 40), 0) << "a slot without a page map";
+}
+
+}  // namespace
+}  // namespace uroce::dataplane
