@@ -187,7 +187,31 @@ Stack::~Stack() {
 
 void Stack::stop_polling_requested() {
   // Called with adapters_mutex_ held (AdapterImpl::UroceStopPolling).
-  if (++stop_requests_ >= adapters_) dataplane_->stop_engines();
+  if (++stop_requests_ < adapters_) return;
+  dataplane_->stop_engines();
+  // Nothing completes any more: every CQ and SRQ still open fails fatally (ndkpi.md §9.9 INTERNAL_ERROR), so a
+  // consumer waiting for a notification hears of it instead of waiting for ever. Each is held while it is told
+  // (retain_if_alive skips one whose destruction has begun), outside live_mutex_, which its destructor takes.
+  std::vector<Notifiable*> live;
+  {
+    const std::lock_guard lock(live_mutex_);
+    for (Notifiable* n : live_notifiables_)
+      if (n->retain_if_alive()) live.push_back(n);
+  }
+  for (Notifiable* n : live) {
+    n->fail_fatally();
+    n->release_after_delivery();
+  }
+}
+
+void Stack::enlist(Notifiable& n) {
+  const std::lock_guard lock(live_mutex_);
+  live_notifiables_.push_back(&n);
+}
+
+void Stack::delist(Notifiable& n) {
+  const std::lock_guard lock(live_mutex_);
+  std::erase(live_notifiables_, &n);
 }
 
 // The first engine whose CPU the affinity names; else the lowest named CPU modulo the engine count; no
@@ -304,6 +328,7 @@ NTSTATUS AdapterImpl::NdkCreateCq(uint32_t cq_depth, CqNotificationCallback noti
     if (!reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
     auto* c = new CqImpl(*this, cq_depth, home, notification, notification_context);
     c->executor = notifier().executor_for(callback_cpus);  // before any notification can exist
+    stack_->enlist(*c);
     return {STATUS_SUCCESS, c};
   });
 }

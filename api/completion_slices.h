@@ -75,6 +75,8 @@ class CompletionSlices {
   [[nodiscard]] dataplane::CompletionQueue& ring(unsigned slice) noexcept { return *newest_[slice]; }
   [[nodiscard]] dataplane::CompletionEvents& events() noexcept { return events_; }
   [[nodiscard]] bool failed() const noexcept { return events_.failed(); }
+  [[nodiscard]] bool fatal() const noexcept { return events_.fatal(); }
+  void fail_fatally() noexcept { events_.on_fatal(); }
 
   // --- consumer ---
   // Calls visit(entry) for up to `max` completions, slice after slice starting where the last call stopped

@@ -66,7 +66,14 @@ CqImpl::CqImpl(AdapterImpl& adapter, uint32_t depth, dataplane::EngineId home, C
       callback_context_(callback_context),
       depth_(depth) {}
 
-CqImpl::~CqImpl() { adapter_.release_notifiable(); }
+CqImpl::~CqImpl() {
+  adapter_.stack().delist(*this);
+  adapter_.release_notifiable();
+}
+
+// The engines stopped under the CQ: it fails as on an overrun (posts on its QPs fail, nothing further is
+// reported), and an armed consumer, or the next arm, hears STATUS_INTERNAL_ERROR.
+void CqImpl::fail_fatally() noexcept { slices_.fail_fatally(); }
 
 NTSTATUS CqImpl::NdkCloseCq(CloseCompletion completion, void* request_context) {
   // From here on deliver_notification() calls nothing; the close completes once attached QPs are closed and
@@ -130,9 +137,11 @@ void CqImpl::NdkArmCq(uint32_t notify_type) {
 // close began, and none after the overrun was reported.
 void CqImpl::deliver_notification() noexcept {
   if (closing() || callback_ == nullptr || overrun_notified_) return;
-  const bool overrun = slices_.failed();
-  overrun_notified_ = overrun;
-  callback_(callback_context_, overrun ? STATUS_BUFFER_OVERFLOW : STATUS_SUCCESS);
+  const bool failed = slices_.failed();
+  overrun_notified_ = failed;
+  callback_(callback_context_, !failed           ? STATUS_SUCCESS
+                               : slices_.fatal() ? STATUS_INTERNAL_ERROR  // ndkpi.md §9.9: fatal
+                                                 : STATUS_BUFFER_OVERFLOW);
 }
 
 // ndkpi.md §9.2. ModerationInterval (us) 0 or ModerationCount 0 or 1: off. Interval MAXULONG: no timer, the count

@@ -28,8 +28,12 @@
 //     Reject finish inline. Private data: 56 bytes in a connect, 196 in an accept, 148 in a reject.
 //     UroceConnect still connects a QP from attributes exchanged out of band, as perftest and ibv_rc_pingpong
 //     do by default (see UroceConnectAttributes).
-//   * Addresses: a "logical address" (NDK_LOGICAL_ADDRESS) is a virtual address of this process, so fast
-//     register needs virtually contiguous pages and BaseVirtualAddress = page 0 + FBO (VA-based addressing).
+//   * Addresses: a "logical address" (NDK_LOGICAL_ADDRESS) is a virtual address of this process. Fast register
+//     takes any list of page-aligned pages and any BaseVirtualAddress = FBO + n x PAGE_SIZE (ndkpi.md §9.6): the
+//     region's addresses are then its own, translated page by page (pages that follow each other with
+//     BaseVirtualAddress = page 0 + FBO are used as they are). UD QPs take only memory at its own address.
+//     At most four FastRegisters of one MR with such a page list may wait in send queues at once; a fifth is
+//     STATUS_INSUFFICIENT_RESOURCES.
 #pragma once
 
 #include <array>
@@ -162,8 +166,9 @@ class Cq : public ObjectHeader {
   virtual NTSTATUS NdkResizeCq(uint32_t cq_depth, RequestCompletion completion, void* request_context) = 0;
   // NDK_CQ_NOTIFY_ERRORS / ANY / SOLICITED, merged with an earlier unfired arm per ndkpi.md §10.2.
   virtual void NdkArmCq(uint32_t notify_type) = 0;
-  // Dequeues up to `count` results. After a CQ overrun, one result with STATUS_BUFFER_OVERFLOW follows the
-  // entries that made it, and the CQ reports nothing further.
+  // Dequeues up to `count` results. After a CQ overrun or a fatal error the entries queued before it stay
+  // readable and nothing further is queued; the consumer hears of it through the notification status
+  // (STATUS_BUFFER_OVERFLOW or STATUS_INTERNAL_ERROR, api/README.md), never as a result.
   virtual uint32_t NdkGetCqResults(NdkResult* results, uint32_t count) = 0;
   virtual NTSTATUS NdkControlCqInterruptModeration(uint32_t interval_us, uint32_t count) = 0;  // api/README.md
   virtual uint32_t NdkGetCqResultsEx(NdkResultEx* results, uint32_t count) = 0;

@@ -61,6 +61,12 @@ class Notifiable {
     return true;
   }
 
+  // A fatal error (the engines stopped under the object, Stack::fail_live_notifiables): it fails for good and
+  // tells its consumer once with STATUS_INTERNAL_ERROR (ndkpi.md §9.9).
+  virtual void fail_fatally() noexcept = 0;
+  // retain_for_delivery(), unless the object is already being destroyed (its last reference is gone).
+  [[nodiscard]] virtual bool retain_if_alive() noexcept = 0;
+
   std::atomic<uint32_t> notifications_owed{0};
   // Where its callbacks run (Notifier::executor_for); set before the first notification, never changed.
   uint32_t executor = kDefaultExecutor;

@@ -33,8 +33,8 @@ inline constexpr uint32_t kMaxSge = proto::kMaxSge;
 inline constexpr uint32_t kMaxInlineDataSize = 512;
 inline constexpr uint32_t kMaxTransferLength = 1u << 30;
 inline constexpr uint64_t kMaxRegistrationSize = uint64_t{1} << 40;
-inline constexpr uint32_t kPageSize = 4096;
-inline constexpr uint32_t kFastRegisterPageCount = 256;  // per fast-register MR
+inline constexpr uint32_t kPageSize = dataplane::kRegionPageSize;
+inline constexpr uint32_t kFastRegisterPageCount = dataplane::kMaxRegionPages;  // per fast-register MR
 inline constexpr uint32_t kLargeRequestThreshold = 64 * 1024;
 inline constexpr uint32_t kMaxNotifiables = 8192;  // CQs + SRQs of the adapters sharing one Stack
 
@@ -59,6 +59,13 @@ struct QpShape {
 class Lifetime {
  public:
   void retain() noexcept { references_.fetch_add(1, std::memory_order_relaxed); }
+  // retain(), unless no reference is left (the object is being destroyed).
+  [[nodiscard]] bool try_retain() noexcept {
+    uint32_t n = references_.load(std::memory_order_relaxed);
+    while (n != 0)
+      if (references_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return true;
+    return false;
+  }
   // acq_rel: everything a holder did happens before the destruction by whoever lets go last.
   void release() noexcept {
     if (references_.fetch_sub(1, std::memory_order_acq_rel) == 1) last_reference_gone();
@@ -133,8 +140,12 @@ class Stack {
   dataplane::EngineId choose_engine(const GroupAffinity* affinity) noexcept;
   // The CPUs a CQ's or SRQ's callbacks may run on, from its affinity (0: anywhere).
   [[nodiscard]] uint64_t callback_cpus(const GroupAffinity* affinity) const noexcept;
-  // UroceStopPolling from one adapter: the engines stop once every adapter sharing them has asked.
+  // UroceStopPolling from one adapter: the engines stop once every adapter sharing them has asked, and every CQ
+  // and SRQ still open then fails fatally (nothing will complete on it any more).
   void stop_polling_requested();
+  // The CQs and SRQs that exist, for that: enlisted once created, delisted by their destructor.
+  void enlist(Notifiable& n);
+  void delist(Notifiable& n);
 
  private:
   Stack() = default;
@@ -149,6 +160,8 @@ class Stack {
   std::atomic<uint32_t> next_engine_{0};
   std::atomic<uint32_t> notifiables_{0};
   uint64_t allowed_cpus_ = 0;  // the CPUs (< 64) this process may run on, at start
+  std::mutex live_mutex_;
+  std::vector<Notifiable*> live_notifiables_;  // under live_mutex_
   std::mutex adapters_mutex_;
   uint32_t adapters_ = 0;       // attached
   uint32_t stop_requests_ = 0;  // of those, the ones that asked to stop polling
@@ -196,9 +209,12 @@ class AdapterImpl final : public Adapter, public Lifetime {
   void object_destroyed(NdkObjectType type) noexcept { live_.at(type).fetch_sub(1, std::memory_order_relaxed); }
 
   // Runs `make` (returning {status, object}) now, or on the notifier with a completion (STATUS_PENDING).
-  // `antecedent` stays referenced while the asynchronous create runs.
-  template <class Object, class Make>
-  NTSTATUS create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out, Make&& make);
+  // `antecedent` stays referenced while the asynchronous create runs. `handed_over(object)` runs once a created
+  // object is the consumer's: after *out is written, or just before the completion (which may close it) is called.
+  template <class Object, class Make, class HandedOver = void (*)(Object*)>
+  NTSTATUS create(
+      Lifetime& antecedent, CreateCompletion completion, void* context, Object** out, Make&& make,
+      HandedOver&& handed_over = [](Object*) {});
 
  private:
   AdapterImpl();
@@ -217,20 +233,25 @@ inline LiveObject::LiveObject(AdapterImpl& adapter, NdkObjectType type) noexcept
 }
 inline LiveObject::~LiveObject() { adapter_.object_destroyed(type_); }
 
-template <class Object, class Make>
+template <class Object, class Make, class HandedOver>
 NTSTATUS AdapterImpl::create(Lifetime& antecedent, CreateCompletion completion, void* context, Object** out,
-                             Make&& make) {
+                             Make&& make, HandedOver&& handed_over) {
   if (completion == nullptr) {
     if (out == nullptr) return STATUS_INVALID_PARAMETER;
     // Not a structured binding: clang-tidy 14's analyzer cannot follow one, and then reports the object leaked
     // on a failure that `make` never returns an object with.
     const auto made = make();
-    if (made.first == STATUS_SUCCESS) *out = made.second;
+    if (made.first == STATUS_SUCCESS) {
+      *out = made.second;
+      handed_over(made.second);
+    }
     return made.first;
   }
   antecedent.retain();
-  stack_->notifier().run([&antecedent, completion, context, make = std::forward<Make>(make)]() mutable {
+  stack_->notifier().run([&antecedent, completion, context, make = std::forward<Make>(make),
+                          handed_over = std::forward<HandedOver>(handed_over)]() mutable {
     auto [status, object] = make();
+    if (status == STATUS_SUCCESS) handed_over(object);
     completion(context, status, status == STATUS_SUCCESS ? static_cast<ObjectHeader*>(object) : nullptr);
     antecedent.release();
   });
@@ -253,6 +274,8 @@ class CqImpl final : public Cq, public Lifetime, public Notifiable {
   void deliver_notification() noexcept override;
   void retain_for_delivery() noexcept override { retain(); }
   void release_after_delivery() noexcept override { release(); }
+  [[nodiscard]] bool retain_if_alive() noexcept override { return try_retain(); }
+  void fail_fatally() noexcept override;
   [[nodiscard]] bool notification_due(uint64_t since_ns, uint64_t now_ns) noexcept override;
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
@@ -404,6 +427,8 @@ class SrqImpl final : public Srq, public Lifetime, public Notifiable {
   void deliver_notification() noexcept override;
   void retain_for_delivery() noexcept override { retain(); }
   void release_after_delivery() noexcept override { release(); }
+  [[nodiscard]] bool retain_if_alive() noexcept override { return try_retain(); }
+  void fail_fatally() noexcept override;
 
   [[nodiscard]] PdImpl& pd() noexcept { return pd_; }
   [[nodiscard]] dataplane::EngineId engine() const noexcept { return engine_; }
@@ -431,6 +456,8 @@ class SrqImpl final : public Srq, public Lifetime, public Notifiable {
   std::atomic<uint32_t> depth_;
   const SrqNotificationCallback callback_;
   void* const callback_context_;
+  std::atomic<bool> fatal_{false};             // fail_fatally(): the SRQ is dead (release; read with acquire)
+  bool fatal_notified_ = false;                // notifier-only (deliveries are serialised)
   dataplane::ReceiveQueue* first_ = nullptr;   // rings_.front(), set once (QPs read it while rings_ grows)
   dataplane::ReceiveQueue* ring_ = nullptr;    // the receive poster's ring
   dataplane::ReceiveQueue* oldest_ = nullptr;  // the poster's oldest ring that may still hold receives

@@ -426,16 +426,16 @@ NTSTATUS QpImpl::NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter
   auto& region = static_cast<MrImpl&>(*mr);
   if (&region.pd() != &pd_ || !region.fast_register() || region.page_capacity() == 0)
     return fail_send(STATUS_INVALID_PARAMETER);
+  const auto base = reinterpret_cast<uint64_t>(base_virtual_address);
   if (adapter_page_count == 0 || adapter_page_count > region.page_capacity() || adapter_page_array == nullptr ||
-      fbo >= kPageSize || length == 0 || length > uint64_t{adapter_page_count} * kPageSize - fbo)
-    return fail_send(STATUS_INVALID_PARAMETER);
-  // Logical addresses are virtual addresses here: the pages must follow each other, and the region's
-  // address is where its first byte really is (ndkpi.md §11: VA-based addressing).
-  const NdkLogicalAddress first = adapter_page_array[0];
-  if (first % kPageSize != 0 || reinterpret_cast<uint64_t>(base_virtual_address) != first + fbo)
-    return fail_send(STATUS_INVALID_PARAMETER);
-  for (uint32_t i = 1; i < adapter_page_count; ++i)
-    if (adapter_page_array[i] != first + uint64_t{i} * kPageSize) return fail_send(STATUS_INVALID_PARAMETER);
+      fbo >= kPageSize || length == 0 || length > uint64_t{adapter_page_count} * kPageSize - fbo ||
+      base % kPageSize != fbo || base + length < base)
+    return fail_send(STATUS_INVALID_PARAMETER);         // ndkpi.md §9.6: BaseVirtualAddress = FBO + n x PAGE_SIZE
+  bool in_place = base == adapter_page_array[0] + fbo;  // the pages follow each other from where base is
+  for (uint32_t i = 0; i < adapter_page_count; ++i) {
+    if (adapter_page_array[i] % kPageSize != 0) return fail_send(STATUS_INVALID_PARAMETER);
+    in_place = in_place && adapter_page_array[i] == adapter_page_array[0] + uint64_t{i} * kPageSize;
+  }
   uint32_t access = 0;
   if (flags & NDK_OP_FLAG_ALLOW_LOCAL_WRITE) access |= proto::kAccessLocalWrite;
   if (flags & NDK_OP_FLAG_ALLOW_REMOTE_READ) access |= proto::kAccessRemoteRead;
@@ -443,8 +443,15 @@ NTSTATUS QpImpl::NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter
   // ndkpi.md §9.6: remote rights on an MR initialised without RemoteAccess.
   if ((access & (proto::kAccessRemoteRead | proto::kAccessRemoteWrite)) && !region.remote_access())
     return fail_send(STATUS_ACCESS_VIOLATION);
+  // Anything else is paged memory: the page list is copied now (the caller's array is its own again when we
+  // return) into a list of the MR's slot that the engine takes when it executes the WQE.
+  uint8_t page_list = 0;
+  if (!in_place) {
+    page_list = adapter_.transport().memory().stage_pages(region.token(), adapter_page_array, adapter_page_count, fbo);
+    if (page_list == 0) return fail_send(STATUS_INSUFFICIENT_RESOURCES);
+  }
   proto::SendWqe& w = next_send_slot(request_context, proto::WorkOp::kFastRegister, flags);
-  w.memory = {first + fbo, length, region.next_token(), 0, access};
+  w.memory = {base, length, region.next_token(), 0, access, page_list};
   return commit_send(flags);
 }
 

@@ -13,13 +13,21 @@ NTSTATUS PdImpl::NdkCreateSrq(uint32_t srq_depth, uint32_t max_receive_request_s
   // The SRQ's engine, chosen from the affinity as for a CQ; QPs that use the SRQ run there.
   const dataplane::EngineId engine = adapter_.choose_engine(affinity);
   const uint64_t callback_cpus = adapter_.stack().callback_cpus(affinity);
-  return adapter_.create(*this, completion, request_context, srq, [=, this]() -> std::pair<NTSTATUS, Srq*> {
-    if (!adapter_.reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
-    auto* s = new SrqImpl(*this, srq_depth, max_receive_request_sge, engine, notification, notification_context);
-    s->executor = adapter_.notifier().executor_for(callback_cpus);  // before any notification can exist
-    if (notify_threshold != 0) s->arm_limit(notify_threshold);
-    return {STATUS_SUCCESS, s};
-  });
+  // The create-time threshold arms as NdkModifySrq's does (ndkpi.md §9.5), so with fewer receives posted than it
+  // (none, at first) the notification comes at once: only once the SRQ is the consumer's, so that its callback
+  // may use the pointer (*srq is written by then; with a completion, the notification may run beside it).
+  return adapter_.create(
+      *this, completion, request_context, srq,
+      [=, this]() -> std::pair<NTSTATUS, Srq*> {
+        if (!adapter_.reserve_notifiable()) return {STATUS_INSUFFICIENT_RESOURCES, nullptr};
+        auto* s = new SrqImpl(*this, srq_depth, max_receive_request_sge, engine, notification, notification_context);
+        s->executor = adapter_.notifier().executor_for(callback_cpus);  // before any notification can exist
+        adapter_.stack().enlist(*s);
+        return {STATUS_SUCCESS, s};
+      },
+      [notify_threshold](Srq* s) {
+        if (notify_threshold != 0) static_cast<SrqImpl*>(s)->arm_limit(notify_threshold);
+      });
 }
 
 SrqImpl::SrqImpl(PdImpl& pd, uint32_t depth, uint32_t max_sge, dataplane::EngineId engine,
@@ -38,7 +46,17 @@ SrqImpl::SrqImpl(PdImpl& pd, uint32_t depth, uint32_t max_sge, dataplane::Engine
   first_ = ring_ = oldest_ = rings_.front().get();
 }
 
-SrqImpl::~SrqImpl() { pd_.adapter().release_notifiable(); }
+SrqImpl::~SrqImpl() {
+  pd_.adapter().stack().delist(*this);
+  pd_.adapter().release_notifiable();
+}
+
+// The engines stopped under the SRQ: it is dead with its QPs (ndkpi.md §9.9). Its consumer hears it once, armed
+// or not, and NdkSrqReceive fails from now on. Release: pairs with the acquire loads below.
+void SrqImpl::fail_fatally() noexcept {
+  if (!fatal_.exchange(true, std::memory_order_acq_rel))
+    pd_.adapter().notifier().notify(static_cast<Notifiable*>(this));
+}
 
 NTSTATUS SrqImpl::NdkCloseSrq(CloseCompletion completion, void* request_context) {
   return close(completion, request_context);  // pends while QPs use it or a notification is being delivered
@@ -79,6 +97,8 @@ NTSTATUS SrqImpl::NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, Re
 }
 
 NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32_t sge_count) {
+  if (fatal_.load(std::memory_order_acquire)) [[unlikely]]
+    return STATUS_INTERNAL_ERROR;
   if (sge_count > max_sge_ || (sge_count != 0 && sgl == nullptr)) return STATUS_INVALID_PARAMETER;
   uint64_t total = 0;
   for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;
@@ -108,8 +128,9 @@ NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32
 }
 
 void SrqImpl::deliver_notification() noexcept {
-  if (closing() || callback_ == nullptr) return;
-  callback_(callback_context_, STATUS_SUCCESS);  // below the threshold
+  if (closing() || callback_ == nullptr || fatal_notified_) return;
+  fatal_notified_ = fatal_.load(std::memory_order_acquire);
+  callback_(callback_context_, fatal_notified_ ? STATUS_INTERNAL_ERROR : STATUS_SUCCESS);  // or: below the threshold
 }
 
 }  // namespace uroce::ndk::detail

@@ -94,6 +94,47 @@ TEST(AdapterOpen, SeveralAdaptersShareOneConfigurationsEngines) {
   NdkCloseAdapter(third);
 }
 
+// Review rows C12 and G6 (ndkpi.md §9.9): a fatal error reaches CQs and SRQs as STATUS_INTERNAL_ERROR. Here the
+// engines stop (UroceStopPolling) under open objects: nothing can complete on them any more. An armed CQ hears it
+// at once, an unarmed one at its next arm, the SRQ at once (armed or not); each once, and the CQ's QP and the SRQ
+// refuse posts from then on with STATUS_INTERNAL_ERROR. Everything still closes.
+TEST(AdapterOpen, WhenTheEnginesStopOpenCqsAndSrqsHearInternalError) {
+  Adapter* adapter = nullptr;
+  ASSERT_EQ(NdkOpenAdapter(api_test_config(), kNdkVersion, &adapter), STATUS_SUCCESS);
+  {
+    Player a(*adapter, PlayerOptions{.engine = 0});
+    Player b(*adapter, PlayerOptions{.engine = 1});
+    connect(a, b);
+    traffic(a, b, 4);
+    Srq* srq = nullptr;
+    Notifications srq_events;
+    ASSERT_EQ(a.pd->NdkCreateSrq(16, 1, 0, &Notifications::callback, &srq_events, nullptr, nullptr, nullptr, &srq),
+              STATUS_SUCCESS);
+    a.cq->NdkArmCq(NDK_CQ_NOTIFY_ERRORS);
+    adapter->UroceStopPolling();
+    ASSERT_TRUE(eventually([&] { return a.notifications.count.load() == 1 && srq_events.count.load() == 1; }));
+    EXPECT_EQ(a.notifications.last_status.load(), STATUS_INTERNAL_ERROR);
+    EXPECT_EQ(srq_events.last_status.load(), STATUS_INTERNAL_ERROR);
+    adapter->UroceWaitForNotifier();
+    EXPECT_EQ(b.notifications.count.load(), 0) << "not armed";
+    b.cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);
+    ASSERT_TRUE(eventually([&] { return b.notifications.count.load() == 1; }));
+    EXPECT_EQ(b.notifications.last_status.load(), STATUS_INTERNAL_ERROR);
+    EXPECT_EQ(a.send(0, 64, 1), STATUS_INTERNAL_ERROR);
+    EXPECT_EQ(b.receive(0, 64, 2), STATUS_INTERNAL_ERROR);
+    std::vector<uint8_t> buffer(64);
+    const NdkSge sge{buffer.data(), 64, a.token()};
+    EXPECT_EQ(srq->NdkSrqReceive(nullptr, &sge, 1), STATUS_INTERNAL_ERROR);
+    a.cq->NdkArmCq(NDK_CQ_NOTIFY_ANY);  // nothing further (§9.9)
+    adapter->UroceWaitForNotifier();
+    EXPECT_EQ(a.notifications.count.load(), 1);
+    EXPECT_EQ(b.notifications.count.load(), 1);
+    EXPECT_EQ(srq_events.count.load(), 1);
+    EXPECT_EQ(srq->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  }
+  NdkCloseAdapter(adapter);
+}
+
 // Review row A4 (ndkpi.md §10.3): NdkCloseAdapter blocks, and when it returns every callback of every descendant has
 // returned. A CQ's callback is still running (held for 100 ms) when its CQ is closed with a completion (pending:
 // the callback holds it) and the adapter is closed right after: the close returns only once both ran.
@@ -428,7 +469,7 @@ TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
   Mr* fr = nullptr;
   ASSERT_EQ(a->pd->NdkCreateMr(true, nullptr, nullptr, &fr), STATUS_SUCCESS);
   const NdkLogicalAddress pages[2] = {a->address(0), a->address(4096)};
-  const NdkLogicalAddress gap[2] = {a->address(0), a->address(8192)};
+  const NdkLogicalAddress unaligned[2] = {a->address(0), a->address(8192) + 8};
   const auto fast_register = [&](Mr* mr, uint32_t n, const NdkLogicalAddress* list, uint32_t fbo, std::size_t length,
                                  void* base, uint32_t flags) {
     return qp.NdkFastRegister(nullptr, mr, n, list, fbo, length, base, flags);
@@ -443,8 +484,8 @@ TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
   EXPECT_EQ(fast_register(fr, 1, pages, 4096, 1, a->buffer + 4096, 0), STATUS_INVALID_PARAMETER);  // FBO
   EXPECT_EQ(fast_register(fr, 1, pages, 0, 0, a->buffer, 0), STATUS_INVALID_PARAMETER);
   EXPECT_EQ(fast_register(fr, 1, pages, 8, 4096, a->buffer + 8, 0), STATUS_INVALID_PARAMETER);   // too long
-  EXPECT_EQ(fast_register(fr, 2, gap, 0, 8192, a->buffer, 0), STATUS_INVALID_PARAMETER);         // not contiguous
-  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer + 64, 0), STATUS_INVALID_PARAMETER);  // base VA
+  EXPECT_EQ(fast_register(fr, 2, unaligned, 0, 8192, a->buffer, 0), STATUS_INVALID_PARAMETER);   // page not aligned
+  EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer + 64, 0), STATUS_INVALID_PARAMETER);  // base % PAGE != FBO
   EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer, NDK_OP_FLAG_SEND_AND_SOLICIT_EVENT),
             STATUS_INVALID_PARAMETER);
   EXPECT_EQ(fast_register(fr, 1, pages, 0, 4096, a->buffer, NDK_OP_FLAG_ALLOW_REMOTE_READ), STATUS_ACCESS_VIOLATION)

@@ -380,6 +380,38 @@ TEST_F(ConnectionTest, NoListenerIsRefusedAtOnce) {
   close(l);
 }
 
+// Review row L5 (ndkpi.md §10.3): closing a connector whose NdkConnect is pending (the listener's side never
+// answers) cancels the connect, whose completion (STATUS_CANCELLED) runs before the close completes.
+TEST_F(ConnectionTest, ClosingAConnectorCancelsItsPendingConnectFirst) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;  // takes the request and never accepts or rejects it
+  Listener* l = listen(events, ipv4(b, kPort));
+  Connector* c = connector();
+  struct Order {
+    Completion connect;
+    std::atomic<bool> connect_done_at_close{false}, closed{false};
+  } order;
+  ASSERT_EQ(connect(c, a, b, kPort, "", order.connect), STATUS_PENDING);
+  ASSERT_TRUE(eventually([&] { return events.count.load() == 1; }));
+  EXPECT_FALSE(order.connect.done.load());
+  const auto closed = [](void* context) {
+    auto& o = *static_cast<Order*>(context);
+    o.connect_done_at_close.store(o.connect.done.load());
+    o.closed.store(true);
+  };
+  const NTSTATUS close_status = c->NdkCloseConnector(closed, &order);
+  ASSERT_TRUE(close_status == STATUS_PENDING || close_status == STATUS_SUCCESS);
+  ASSERT_TRUE(order.connect.wait());
+  EXPECT_EQ(order.connect.status.load(), STATUS_CANCELLED);
+  if (close_status == STATUS_PENDING) {  // STATUS_SUCCESS: closed inline, after the cancellation above
+    ASSERT_TRUE(eventually([&] { return order.closed.load(); }));
+    EXPECT_TRUE(order.connect_done_at_close.load()) << "the close completed before the pending connect";
+  }
+  close(events.incoming.load());
+  close(l);
+}
+
 TEST_F(ConnectionTest, ARejectCarriesItsPrivateData) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});

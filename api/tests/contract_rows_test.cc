@@ -3,8 +3,8 @@
 // on SendAndInvalidate (I11), the FastRegister and Read flags that must be accepted and change nothing (I12,
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
 // NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); an antecedent's close
-// that waits for its successor's close completion (L4); objects closed inside their create completions (L7); and
-// creates that run out of resources (B6, E8).
+// that waits for its successor's close completion (L4); a close that waits for a pending asynchronous create (L5);
+// objects closed inside their create completions (L7); and creates that run out of resources (B6, E8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -371,6 +371,44 @@ TEST_F(ContractRows, AnAntecedentsCloseWaitsForItsSuccessorsCloseCompletion) {
   ASSERT_TRUE(eventually([&] { return order.pd_closed.load(); }));
   EXPECT_FALSE(order.pd_closed_too_early.load());
   EXPECT_EQ(cq->NdkCloseCq(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// L5 (ndkpi.md §10.3): a close completes only after the object's pending asynchronous requests. An MR create on a
+// PD runs asynchronously; its completion is held open (and closes the MR it got before it returns), and the PD,
+// closed meanwhile, completes only once that completion has returned. (A connector's close and its pending
+// connect: ConnectionTest.ClosingAConnectorCancelsItsPendingConnectFirst.)
+TEST_F(ContractRows, ACloseWaitsForAPendingAsynchronousCreate) {
+  struct Order {
+    std::atomic<bool> in_create_completion{false}, let_go{false}, create_completion_returned{false};
+    std::atomic<bool> pd_closed{false}, pd_closed_too_early{false};
+    std::atomic<NTSTATUS> create_status{STATUS_PENDING};
+  } order;
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  const auto mr_created = [](void* context, NTSTATUS status, ObjectHeader* object) {
+    auto& o = *static_cast<Order*>(context);
+    o.create_status.store(status);
+    o.in_create_completion.store(true);
+    while (!o.let_go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (object != nullptr) {
+      EXPECT_EQ(static_cast<Mr*>(object)->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+    }
+    o.create_completion_returned.store(true);
+  };
+  const auto pd_closed = [](void* context) {
+    auto& o = *static_cast<Order*>(context);
+    o.pd_closed_too_early.store(!o.create_completion_returned.load());
+    o.pd_closed.store(true);
+  };
+  ASSERT_EQ(pd->NdkCreateMr(false, mr_created, &order, nullptr), STATUS_PENDING);
+  ASSERT_TRUE(eventually([&] { return order.in_create_completion.load(); }));
+  EXPECT_EQ(order.create_status.load(), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(pd_closed, &order), STATUS_PENDING);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(order.pd_closed.load()) << "the PD's close completed while its MR create was still completing";
+  order.let_go.store(true);
+  ASSERT_TRUE(eventually([&] { return order.pd_closed.load(); }));
+  EXPECT_FALSE(order.pd_closed_too_early.load());
 }
 
 // L7 (ndkpi.md §8): the provider does not touch an object after initiating its completion. Each create here runs

@@ -261,6 +261,111 @@ TEST_F(Memory, AWindowOnAFastRegisterMr) {
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
 }
 
+// Review row H9 (ndkpi.md §9.6): NdkFastRegister takes any page list, as a storage target's page pool gives it,
+// with BaseVirtualAddress = FBO + n x PAGE_SIZE anywhere (here an address nothing is mapped at). The region's
+// bytes are where the list says: a remote WRITE and READ, a window bound on it, and local use as a SEND's
+// gather list, a receive's scatter list and a READ's sink all cross its page boundaries and land page by page,
+// and nothing outside its pages changes.
+TEST_F(Memory, FastRegisterTakesScatteredPagesAtAnyBaseAddress) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  constexpr uint32_t kPages = 4;
+  constexpr uint32_t kFbo = 100;
+  constexpr std::size_t kLength = kPages * kPageSize - kFbo - 52;
+  const std::array<std::size_t, kPages> page_offsets = {9 * kPageSize, 2 * kPageSize, 13 * kPageSize, 3 * kPageSize};
+  std::array<NdkLogicalAddress, kPages> list{};
+  for (uint32_t i = 0; i < kPages; ++i) list[i] = b->address(page_offsets[i]);
+  const uint64_t base = (uint64_t{0x5A5A} << 32) + 7 * kPageSize + kFbo;
+  // Where byte `i` of the region is in b's buffer.
+  const auto at = [&](std::size_t i) { return page_offsets[(kFbo + i) / kPageSize] + (kFbo + i) % kPageSize; };
+  std::memset(b->buffer, 0xEE, 16 * kPageSize);
+  std::vector<bool> in_region(16 * kPageSize);
+  for (std::size_t i = 0; i < kLength; ++i) in_region[at(i)] = true;
+  const auto outside_untouched = [&] {
+    for (std::size_t i = 0; i < in_region.size(); ++i)
+      if (!in_region[i] && b->buffer[i] != 0xEE) return false;
+    return true;
+  };
+
+  Mr* mr = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkInitializeFastRegisterMr(kPages, true, nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkFastRegister(
+                reinterpret_cast<void*>(1), mr, kPages, list.data(), kFbo, kLength, reinterpret_cast<void*>(base),
+                NDK_OP_FLAG_ALLOW_LOCAL_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ),
+            STATUS_SUCCESS);
+  list.fill(0);  // the caller's array is its own again once the call returns
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  const uint32_t rtoken = mr->NdkGetRemoteTokenFromMr();
+  const uint32_t ltoken = mr->NdkGetLocalTokenFromMr();
+
+  // A remote WRITE of the whole region (PMTU 1024: packets cross the page boundaries).
+  a->fill(0, kLength, 21);
+  NdkSge s = a->sge(0, kLength);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(2), &s, 1, base, rtoken, 0), STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  for (std::size_t i = 0; i < kLength; ++i) ASSERT_EQ(b->buffer[at(i)], a->buffer[i]) << "byte " << i;
+  EXPECT_TRUE(outside_untouched());
+
+  // A remote READ of all of it.
+  s = a->sge(262144, kLength);
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(3), &s, 1, base, rtoken, 0), STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer + 262144, a->buffer, kLength), 0);
+
+  // Local use. b SENDs 6000 bytes of the region (its gather list crosses two page boundaries).
+  const auto region_sge = [&](uint64_t offset, uint32_t length) {
+    return NdkSge{reinterpret_cast<void*>(base + offset), length, ltoken};
+  };
+  ASSERT_EQ(a->receive(524288, 8192, 4), STATUS_SUCCESS);
+  NdkSge local = region_sge(10, 6000);
+  ASSERT_EQ(b->qp->NdkSend(reinterpret_cast<void*>(5), &local, 1, 0), STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  const NdkResultEx sent = a->result();
+  ASSERT_EQ(sent.Status, STATUS_SUCCESS);
+  ASSERT_EQ(sent.BytesTransferred, 6000U);
+  EXPECT_EQ(std::memcmp(a->buffer + 524288, a->buffer + 10, 6000), 0);
+  // A receive into the region.
+  local = region_sge(200, 5000);
+  ASSERT_EQ(b->qp->NdkReceive(reinterpret_cast<void*>(6), &local, 1), STATUS_SUCCESS);
+  a->fill(600000, 5000, 33);
+  ASSERT_EQ(a->send(600000, 5000, 7), STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  for (std::size_t i = 0; i < 5000; ++i) ASSERT_EQ(b->buffer[at(200 + i)], a->buffer[600000 + i]) << "byte " << i;
+  // The region as a READ's sink.
+  a->fill(700000, 4500, 55);
+  local = region_sge(3000, 4500);
+  ASSERT_EQ(
+      b->qp->NdkRead(reinterpret_cast<void*>(8), &local, 1, a->address(700000), a->mr->NdkGetRemoteTokenFromMr(), 0),
+      STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  for (std::size_t i = 0; i < 4500; ++i) ASSERT_EQ(b->buffer[at(3000 + i)], a->buffer[700000 + i]) << "byte " << i;
+
+  // A window over [base + 1000, base + 7000), and a remote WRITE through it.
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkBind(reinterpret_cast<void*>(9), mr, mw, reinterpret_cast<void*>(base + 1000), 6000,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  a->fill(800000, 6000, 77);
+  s = a->sge(800000, 6000);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(10), &s, 1, base + 1000, mw->NdkGetRemoteTokenFromMw(), 0),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  for (std::size_t i = 0; i < 6000; ++i) ASSERT_EQ(b->buffer[at(1000 + i)], a->buffer[800000 + i]) << "byte " << i;
+  EXPECT_TRUE(outside_untouched());
+
+  // Past the region's end: a remote access error (and the connection ends, as IBTA says).
+  s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(11), &s, 1, base + kLength - 32, rtoken, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 TEST_F(Memory, AWriteOutsideTheWindowIsARemoteError) {
   Player* a = nullptr;
   Player* b = nullptr;
@@ -292,6 +397,57 @@ TEST_F(Memory, DeregisteredMemoryIsNoLongerReachable) {
 }
 
 class SharedReceiveQueue : public ApiTest {};
+
+// Review row E5 (ndkpi.md §9.5): NdkCreateSrq's NotifyThreshold arms the limit as NdkModifySrq's does. Created
+// with none posted, the SRQ is below it at once: one notification, STATUS_SUCCESS, delivered only once the
+// consumer holds the SRQ (its callback reads the pointer NdkCreateSrq wrote), and no second one (it is one-shot)
+// while receives come and go below it. Threshold 0 arms nothing. The same through a create completion.
+TEST_F(SharedReceiveQueue, TheCreateTimeThresholdNotifiesOnceTheConsumerHoldsTheSrq) {
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Srq* srq = nullptr;
+  std::atomic<bool> callback_saw_the_srq{false};
+  Notifications limit;
+  limit.on_notify = [&](NTSTATUS) { callback_saw_the_srq.store(srq != nullptr); };
+  ASSERT_EQ(pd->NdkCreateSrq(16, 1, 3, &Notifications::callback, &limit, nullptr, nullptr, nullptr, &srq),
+            STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return limit.count.load() == 1; }));
+  EXPECT_EQ(limit.last_status.load(), STATUS_SUCCESS);
+  EXPECT_TRUE(callback_saw_the_srq.load());
+  std::vector<uint8_t> buffer(4096);
+  Mr* mr = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkRegisterMr(buffer.data(), buffer.size(), NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr),
+            STATUS_SUCCESS);
+  const NdkSge s{buffer.data(), 64, mr->NdkGetLocalTokenFromMr()};
+  ASSERT_EQ(srq->NdkSrqReceive(nullptr, &s, 1), STATUS_SUCCESS);
+  ASSERT_EQ(srq->NdkSrqReceive(nullptr, &s, 1), STATUS_SUCCESS);
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(limit.count.load(), 1) << "one-shot";
+
+  Srq* quiet = nullptr;
+  Notifications none;
+  ASSERT_EQ(pd->NdkCreateSrq(16, 1, 0, &Notifications::callback, &none, nullptr, nullptr, nullptr, &quiet),
+            STATUS_SUCCESS);
+
+  Completion created;
+  Notifications later;
+  ASSERT_EQ(
+      pd->NdkCreateSrq(16, 1, 2, &Notifications::callback, &later, nullptr, &Completion::on_create, &created, nullptr),
+      STATUS_PENDING);
+  ASSERT_TRUE(created.wait());
+  ASSERT_EQ(created.status.load(), STATUS_SUCCESS);
+  ASSERT_TRUE(eventually([&] { return later.count.load() == 1; }));
+  adapter().UroceWaitForNotifier();
+  EXPECT_EQ(none.count.load(), 0);
+  EXPECT_EQ(later.count.load(), 1);
+
+  EXPECT_EQ(static_cast<Srq*>(created.object.load())->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(quiet->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(srq->NdkCloseSrq(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+}
 
 TEST_F(SharedReceiveQueue, OneQueueFeedsSeveralQpsAndSignalsItsLimit) {
   Pd* pd = nullptr;

@@ -316,6 +316,11 @@ struct SerialTarget final : Notifiable {
   }
   void retain_for_delivery() noexcept override { references.fetch_add(1); }
   void release_after_delivery() noexcept override { references.fetch_sub(1); }
+  void fail_fatally() noexcept override {}
+  bool retain_if_alive() noexcept override {
+    retain_for_delivery();
+    return true;
+  }
 };
 
 TEST(Notifier, DeliversEveryNotificationSerialisedPerTargetOffTheCallersThreads) {
