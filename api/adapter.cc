@@ -364,6 +364,29 @@ NTSTATUS AdapterImpl::NdkCreateConnector(CreateCompletion completion, void* requ
   });
 }
 
+// ndkpi.md §9.1 with [address, address + length) for the MDL. Logical addresses are virtual addresses here.
+NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, RequestCompletion, void*,
+                                  NdkLogicalAddressMapping* lam, uint32_t* lam_size, uint32_t* fbo) {
+  const auto first = reinterpret_cast<uint64_t>(address);
+  if (address == nullptr || length == 0 || first + length < first || lam_size == nullptr || fbo == nullptr)
+    return STATUS_INVALID_PARAMETER;
+  const uint64_t pages = (first % kPageSize + length + kPageSize - 1) / kPageSize;
+  if (pages > UINT32_MAX || ndk_lam_size(static_cast<uint32_t>(pages)) > UINT32_MAX) return STATUS_INVALID_PARAMETER;
+  const auto needed = static_cast<uint32_t>(ndk_lam_size(static_cast<uint32_t>(pages)));
+  if (lam == nullptr || *lam_size < needed) {
+    *lam_size = needed;
+    return STATUS_BUFFER_TOO_SMALL;
+  }
+  lam->AdapterContext = nullptr;
+  lam->AdapterPageCount = static_cast<uint32_t>(pages);
+  // The array runs past its declared bound into the consumer's buffer, as NDK's does.
+  NdkLogicalAddress* page = lam->AdapterPageArray;
+  for (uint64_t i = 0; i < pages; ++i) page[i] = first - first % kPageSize + i * kPageSize;
+  *lam_size = needed;
+  *fbo = static_cast<uint32_t>(first % kPageSize);
+  return STATUS_SUCCESS;
+}
+
 NTSTATUS AdapterImpl::NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,
                                         CreateCompletion completion, void* request_context, Listener** listener) {
   if (connect_event == nullptr) return STATUS_INVALID_PARAMETER;

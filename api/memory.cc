@@ -26,6 +26,31 @@ constexpr uint32_t next_key(uint32_t token) noexcept { return (token & ~0xFFu) |
 
 // ------------------------------------------------------------------------------------------------------ PD
 
+PdImpl::~PdImpl() {
+  if (const uint32_t t = privileged_token_.load(std::memory_order_acquire); t != 0)
+    (void)adapter_.transport().deregister_memory(t);  // never zero-copy (MemoryTable::pin_for_tx): nothing in flight
+}
+
+// ndkpi.md §9.3: local read and write of any address, never remote. One memory-table slot per PD, taken at the
+// first call; a call that lost a race gives its own back (as NdkInitializeFastRegisterMr).
+void PdImpl::NdkGetPrivilegedMemoryRegionToken(uint32_t* token) {
+  if (token == nullptr) return;
+  uint32_t current = privileged_token_.load(std::memory_order_acquire);
+  if (current == 0) {
+    auto made = adapter_.transport().register_memory(0, UINT64_MAX, proto::kAccessLocalWrite, id_,
+                                                     dataplane::MemoryKind::kPrivileged);
+    if (made.ok()) {
+      // A lost race leaves `current` holding the winner's token.
+      if (privileged_token_.compare_exchange_strong(current, made.value(), std::memory_order_acq_rel)) {
+        current = made.value();
+      } else {
+        (void)adapter_.transport().deregister_memory(made.value());
+      }
+    }
+  }
+  *token = current;
+}
+
 NTSTATUS PdImpl::NdkCreateMr(bool fast_register, CreateCompletion completion, void* request_context, Mr** mr) {
   return adapter_.create(*this, completion, request_context, mr, [this, fast_register]() -> std::pair<NTSTATUS, Mr*> {
     return {STATUS_SUCCESS, new MrImpl(*this, fast_register)};

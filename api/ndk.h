@@ -65,11 +65,21 @@ class SharedEndpoint;
 using ConnectEventCallback = void (*)(void* context, Connector* connector);
 using DisconnectEventCallback = void (*)(void* context);
 
-// NDK_OBJECT_HEADER: the negotiated version and the object's type, at offset 0 of every object.
+// NDK_OBJECT_HEADER: the negotiated version and the object's type, at the start of every object.
 class ObjectHeader {
  public:
   NdkVersion Version{};
   NdkObjectType ObjectType = NdkObjectTypeUndefined;
+
+  // In every dispatch table (ndkpi.md §4). No extension interface is defined, so this is STATUS_NOT_SUPPORTED
+  // (STATUS_INVALID_PARAMETER without an ID or a place for the interface).
+  virtual NTSTATUS NdkQueryExtension(const NdkGuid* extension_interface_id, NdkVersion extension_interface_version,
+                                     NdkExtensionInterface* extension_interface) {
+    (void)extension_interface_version;
+    if (extension_interface_id == nullptr || extension_interface == nullptr) return STATUS_INVALID_PARAMETER;
+    extension_interface->Dispatch = nullptr;
+    return STATUS_NOT_SUPPORTED;
+  }
 
  protected:
   ObjectHeader(NdkVersion version, NdkObjectType type) : Version(version), ObjectType(type) {}
@@ -105,6 +115,16 @@ struct UroceResourceCounts {
 class Adapter : public ObjectHeader {
  public:
   virtual NTSTATUS NdkQueryAdapterInfo(NdkAdapterInfo* info, uint32_t* buffer_size) = 0;
+  // NdkBuildLAM with [address, address + length) for the MDL: fills `lam` (of *lam_size bytes) with the buffer's
+  // pages as logical addresses (ndk_lam_size(pages) bytes; STATUS_BUFFER_TOO_SMALL puts that in *lam_size) and
+  // *fbo with the first byte's offset in page 0. Finishes inline (the completion is never called). The pages are
+  // not pinned: the engines reach memory through the CPU, so it only has to stay mapped. Use the pages in
+  // NdkFastRegister, or in SGEs with the PD's privileged token.
+  virtual NTSTATUS NdkBuildLam(const void* address, std::size_t length, RequestCompletion completion,
+                               void* request_context, NdkLogicalAddressMapping* lam, uint32_t* lam_size,
+                               uint32_t* fbo) = 0;
+  // NdkReleaseLAM: after every request using the mapping has completed. Nothing to give back here.
+  virtual void NdkReleaseLam(NdkLogicalAddressMapping* lam) = 0;
   // Affinity picks the engine whose CPU it names (UroceEngineAffinity); QPs whose initiator CQ this is run
   // on that engine. Without one, CQs go round-robin over the engines. Callbacks run on notifier threads pinned to
   // the affinity's CPUs (seed 003: the preferred processors for callbacks), less the cores of busy-polling engines
@@ -197,6 +217,10 @@ class Pd : public ObjectHeader {
                                       uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                                       uint32_t inline_data_size, CreateCompletion completion, void* request_context,
                                       Qp** qp) = 0;
+  // The PD's privileged token (ndkpi.md §9.3): SGEs carrying it give a LogicalAddress (NdkBuildLam) instead of an
+  // address inside an MR, for local reads and writes of any memory of this process; it never grants remote access
+  // (a peer naming it gets a remote access error). 0 if the memory table has no room left for it.
+  virtual void NdkGetPrivilegedMemoryRegionToken(uint32_t* token) = 0;
 
  protected:
   using ObjectHeader::ObjectHeader;

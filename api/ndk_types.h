@@ -2,8 +2,10 @@
 // Names and numbers are NDK's; structure members keep NDK's spelling so code reads like NDK code.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 namespace uroce::ndk {
 
@@ -141,10 +143,44 @@ using SrqNotificationCallback = void (*)(void* context, NTSTATUS srq_status);
 // -------------------------------------------------------------------------------------- datapath (§5)
 using NdkLogicalAddress = uint64_t;  // here: a virtual address of this process (IOVA as VA)
 
-struct NdkSge {
-  void* VirtualAddress = nullptr;
+// With the PD's privileged token (Pd::NdkGetPrivilegedMemoryRegionToken) the address is a LogicalAddress (from
+// Adapter::NdkBuildLam); with any other token, a VirtualAddress inside the MR the token names.
+struct NdkSge {  // NOLINT(cppcoreguidelines-pro-type-member-init): one member of the union is initialised
+  union {
+    void* VirtualAddress = nullptr;
+    NdkLogicalAddress LogicalAddress;
+  };
   uint32_t Length = 0;
   uint32_t MemoryRegionToken = 0;
+};
+// The SGE's address, whichever member the consumer wrote (both are the 8 bytes at offset 0).
+inline uint64_t sge_address(const NdkSge& sge) noexcept {
+  uint64_t address = 0;
+  static_assert(sizeof(void*) == sizeof address && sizeof(NdkLogicalAddress) == sizeof address);
+  std::memcpy(&address, &sge, sizeof address);
+  return address;
+}
+
+// NDK_LOGICAL_ADDRESS_MAPPING (NdkBuildLam): a buffer's pages as logical addresses. Its size for n pages is
+// ndk_lam_size(n).
+struct NdkLogicalAddressMapping {
+  void* AdapterContext = nullptr;  // provider-private
+  uint32_t AdapterPageCount = 0;
+  NdkLogicalAddress AdapterPageArray[1] = {};  // PAGE_SIZE-aligned pages, AdapterPageCount of them
+};
+inline constexpr std::size_t ndk_lam_size(uint32_t pages) noexcept {
+  return offsetof(NdkLogicalAddressMapping, AdapterPageArray) + std::size_t{pages} * sizeof(NdkLogicalAddress);
+}
+
+// NdkQueryExtension (ndkpi.md §4): a GUID names an extension interface. No standard extension exists.
+struct NdkGuid {
+  uint32_t Data1 = 0;
+  uint16_t Data2 = 0;
+  uint16_t Data3 = 0;
+  std::array<uint8_t, 8> Data4{};
+};
+struct NdkExtensionInterface {
+  const void* Dispatch = nullptr;
 };
 
 struct NdkResult {

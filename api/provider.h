@@ -184,6 +184,9 @@ class AdapterImpl final : public Adapter, public Lifetime {
   NTSTATUS NdkCreateConnector(CreateCompletion completion, void* request_context, Connector** connector) override;
   NTSTATUS NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,
                              CreateCompletion completion, void* request_context, Listener** listener) override;
+  NTSTATUS NdkBuildLam(const void* address, std::size_t length, RequestCompletion completion, void* request_context,
+                       NdkLogicalAddressMapping* lam, uint32_t* lam_size, uint32_t* fbo) override;
+  void NdkReleaseLam(NdkLogicalAddressMapping*) override {}
   [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
   [[nodiscard]] uint16_t UroceEngineCount() const override;
   void UroceWaitForNotifier() override { stack_->notifier().wait_idle(); }
@@ -315,6 +318,7 @@ class PdImpl final : public Pd, public Lifetime {
  public:
   explicit PdImpl(AdapterImpl& adapter)
       : Pd(kNdkVersion, NdkObjectTypePd), Lifetime(&adapter), adapter_(adapter), id_(adapter.next_pd_id()) {}
+  ~PdImpl() override;
 
   NTSTATUS NdkClosePd(CloseCompletion completion, void* request_context) override {
     return close(completion, request_context);
@@ -332,6 +336,7 @@ class PdImpl final : public Pd, public Lifetime {
                               uint32_t initiator_queue_depth, uint32_t max_initiator_request_sge,
                               uint32_t inline_data_size, CreateCompletion completion, void* request_context,
                               Qp** qp) override;
+  void NdkGetPrivilegedMemoryRegionToken(uint32_t* token) override;
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   [[nodiscard]] uint32_t id() const noexcept { return id_; }
@@ -342,6 +347,7 @@ class PdImpl final : public Pd, public Lifetime {
 
   AdapterImpl& adapter_;
   const uint32_t id_;
+  std::atomic<uint32_t> privileged_token_{0};  // registered at the first ask, kept until the PD is destroyed
   LiveObject live_{adapter_, NdkObjectTypePd};
 };
 

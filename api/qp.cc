@@ -352,8 +352,7 @@ NTSTATUS QpImpl::post_transfer(proto::WorkOp op, void* context, const NdkSge* sg
   } else {
     w.num_sge = static_cast<uint8_t>(sge_count);
     for (uint32_t i = 0; i < sge_count; ++i) {
-      w.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
-                  proto::LocalToken{sgl[i].MemoryRegionToken}};
+      w.sge[i] = {sge_address(sgl[i]), sgl[i].Length, proto::LocalToken{sgl[i].MemoryRegionToken}};
     }
   }
   w.remote_addr = remote_address;
@@ -492,8 +491,7 @@ NTSTATUS QpImpl::NdkReceive(void* request_context, const NdkSge* sgl, uint32_t s
   r.context = reinterpret_cast<uintptr_t>(request_context);
   r.num_sge = static_cast<uint8_t>(sge_count);
   for (uint32_t i = 0; i < sge_count; ++i) {
-    r.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
-                proto::LocalToken{sgl[i].MemoryRegionToken}};
+    r.sge[i] = {sge_address(sgl[i]), sgl[i].Length, proto::LocalToken{sgl[i].MemoryRegionToken}};
   }
   rq_->publish_tail(++rq_written_);  // release: the engine's pop sees the WQE
   // Receives are taken when a message arrives; a dead QP instead flushes them when polled, so wake it.

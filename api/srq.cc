@@ -120,8 +120,7 @@ NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32
   r.context = reinterpret_cast<uintptr_t>(request_context);
   r.num_sge = static_cast<uint8_t>(sge_count);
   for (uint32_t i = 0; i < sge_count; ++i) {
-    r.sge[i] = {reinterpret_cast<uint64_t>(sgl[i].VirtualAddress), sgl[i].Length,
-                proto::LocalToken{sgl[i].MemoryRegionToken}};
+    r.sge[i] = {sge_address(sgl[i]), sgl[i].Length, proto::LocalToken{sgl[i].MemoryRegionToken}};
   }
   ring_->publish_tail(++written_);  // the engine's pop_receive() acquires it
   return STATUS_SUCCESS;

@@ -52,6 +52,7 @@ enum class MemoryKind : uint8_t {
   kRegion,              // NdkRegisterMr / ibv_reg_mr: valid from registration to deregistration
   kFastRegisterRegion,  // valid between a fast register and an invalidation (local or remote)
   kWindow,              // type-2 memory window: valid between a bind and an invalidation
+  kPrivileged,          // a PD's privileged token (NDK): any address of the process, local access only
 };
 
 inline constexpr uint32_t kRegionPageSize = 4096;  // NDK's PAGE_SIZE on x86-64
@@ -282,7 +283,7 @@ class MemoryTable {
   [[nodiscard]] static bool permits(const MemoryRegion& r, uint32_t token, uint64_t addr, uint32_t length,
                                     uint32_t access, uint32_t pd, bool local) noexcept {
     if (r.token != token || !r.valid || r.pd != pd || (r.access & access) != access) return false;
-    if (local && r.kind == MemoryKind::kWindow) return false;
+    if (local ? r.kind == MemoryKind::kWindow : r.kind == MemoryKind::kPrivileged) return false;
     // Written to avoid overflow: addr - r.addr cannot wrap once addr >= r.addr.
     return addr >= r.addr && addr - r.addr <= r.length && length <= r.length - (addr - r.addr);
   }
@@ -372,7 +373,9 @@ class MemoryTable {
   bool bind_window(uint32_t new_token, uint32_t region_token, uint64_t addr, uint64_t length, uint32_t access,
                    uint32_t pd) noexcept {
     const std::optional<MemoryRegion> region = read_slot(region_token);
-    if (!region || !region->valid || region->pd != pd || region->kind == MemoryKind::kWindow) return false;
+    if (!region || !region->valid || region->pd != pd || region->kind == MemoryKind::kWindow ||
+        region->kind == MemoryKind::kPrivileged)
+      return false;
     if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
       return false;
     if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;

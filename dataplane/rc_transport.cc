@@ -774,7 +774,7 @@ std::optional<uint32_t> RcTransport::new_token_locked() {
 }
 
 Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
-                                              bool remotely_invalidatable) {
+                                              MemoryKind kind) {
   if (length == 0 || addr + length < addr) return Status::error("memory range is empty or wraps");
   // Remote write/atomic access requires local write too (verbs rule, rocev2.md §5).
   if ((access & (proto::kAccessRemoteWrite | proto::kAccessRemoteAtomic)) && !(access & proto::kAccessLocalWrite))
@@ -788,7 +788,7 @@ Result<uint32_t> RcTransport::register_memory(uint64_t addr, uint64_t length, ui
   region.access = access;
   region.pd = pd;
   region.token = *token;
-  region.kind = remotely_invalidatable ? MemoryKind::kFastRegisterRegion : MemoryKind::kRegion;
+  region.kind = kind;
   memory_.insert(region);  // the release in the slot's seqlock publishes it to every engine
   return region.token;
 }

@@ -265,9 +265,9 @@ class RcTransport {
 
   // Registers [addr, addr + length) with `access` in protection domain `pd`; returns the
   // token (used as both L_Key and R_Key). Visible to every engine on return: no engine
-  // round trip. `remotely_invalidatable` registers it as a (valid) fast-register region.
+  // round trip. `kind`: kRegion, kFastRegisterRegion (valid at once) or kPrivileged.
   [[nodiscard]] Result<uint32_t> register_memory(uint64_t addr, uint64_t length, uint32_t access, uint32_t pd,
-                                                 bool remotely_invalidatable = false);
+                                                 MemoryKind kind = MemoryKind::kRegion);
   // A slot for a fast-register MR or a memory window of `pd`, invalid until a fast register
   // or bind executes on an engine; returns its first token. Release it with deregister_memory
   // (with the token it holds now).

@@ -275,6 +275,19 @@ TEST_F(AdapterTest, QueryResourcesCountsWhatExistsAndCloseTakesItBack) {
   EXPECT_EQ(held.CmIds, players.CmIds + 2);
   EXPECT_EQ(held.BoundEndpoints, players.BoundEndpoints + 3);  // the shared endpoint, the listener, the connector
 
+  // Review row A7 (ndkpi.md §4): NdkQueryExtension is in all ten dispatch tables; no extension is defined.
+  const NdkGuid some_extension{0x12345678, 0x9abc, 0xdef0, {1, 2, 3, 4, 5, 6, 7, 8}};
+  const std::array<ObjectHeader*, 10> objects = {&adapter(), a.cq, a.pd,     a.mr,     mw,
+                                                 srq,        a.qp, endpoint, listener, connector};
+  for (ObjectHeader* object : objects) {
+    NdkExtensionInterface extension{&some_extension};
+    EXPECT_EQ(object->NdkQueryExtension(&some_extension, NdkVersion{1, 0}, &extension), STATUS_NOT_SUPPORTED)
+        << "object type " << object->ObjectType;
+    EXPECT_EQ(extension.Dispatch, nullptr);
+    EXPECT_EQ(object->NdkQueryExtension(nullptr, NdkVersion{1, 0}, &extension), STATUS_INVALID_PARAMETER);
+    EXPECT_EQ(object->NdkQueryExtension(&some_extension, NdkVersion{1, 0}, nullptr), STATUS_INVALID_PARAMETER);
+  }
+
   // Closed without an accept, the incoming connector rejects the request.
   EXPECT_EQ(incoming.load()->NdkCloseConnector(nullptr, nullptr), STATUS_SUCCESS);
   ASSERT_TRUE(refused.wait());

@@ -4,7 +4,8 @@
 // I13), DEFER on Write, Read, Bind and Invalidate (K1), the SQ and RQ posted from two threads at once (H21), and
 // NdkFlush concurrent with posting (H3); a QP close that never waits for its engine (L8); an antecedent's close
 // that waits for its successor's close completion (L4); a close that waits for a pending asynchronous create (L5);
-// objects closed inside their create completions (L7); and creates that run out of resources (B6, E8).
+// objects closed inside their create completions (L7); creates that run out of resources (B6, E8); and LAMs with
+// the privileged token (B13, B14, E9, N8).
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -409,6 +410,91 @@ TEST_F(ContractRows, ACloseWaitsForAPendingAsynchronousCreate) {
   order.let_go.store(true);
   ASSERT_TRUE(eventually([&] { return order.pd_closed.load(); }));
   EXPECT_FALSE(order.pd_closed_too_early.load());
+}
+
+// B13, B14, E9 and N8 (ndkpi.md §5, §9.1, §9.3): NdkBuildLam maps a buffer that no MR covers to logical
+// addresses (its size asked first with BUFFER_TOO_SMALL), and SGEs with the PD's privileged token and a
+// LogicalAddress send from it and receive into it; the LAM's pages fast-register, so a peer writes into it through
+// that MR. The privileged token itself never grants remote access: a peer's WRITE naming it is a remote access
+// error and changes nothing.
+TEST_F(ContractRows, ALamAndThePrivilegedTokenReachUnregisteredMemoryLocallyOnly) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  std::vector<uint8_t> raw(std::size_t{4} * 4096);  // in no MR
+  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = static_cast<uint8_t>(i * 13 + 5);
+  uint8_t* const buffer = raw.data() + 50;
+  constexpr uint32_t kLength = 9000;
+  const auto first = reinterpret_cast<uint64_t>(buffer);
+  const uint32_t pages = static_cast<uint32_t>((first % 4096 + kLength + 4095) / 4096);
+
+  uint32_t lam_size = 0;
+  uint32_t fbo = 0;
+  EXPECT_EQ(adapter().NdkBuildLam(nullptr, kLength, nullptr, nullptr, nullptr, &lam_size, &fbo),
+            STATUS_INVALID_PARAMETER);
+  ASSERT_EQ(adapter().NdkBuildLam(buffer, kLength, nullptr, nullptr, nullptr, &lam_size, &fbo),
+            STATUS_BUFFER_TOO_SMALL);
+  ASSERT_EQ(lam_size, ndk_lam_size(pages));
+  std::vector<uint64_t> lam_storage(lam_size / sizeof(uint64_t) + 1);
+  auto* lam = reinterpret_cast<NdkLogicalAddressMapping*>(lam_storage.data());
+  ASSERT_EQ(adapter().NdkBuildLam(buffer, kLength, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_SUCCESS);
+  ASSERT_EQ(lam->AdapterPageCount, pages);
+  EXPECT_EQ(fbo, first % 4096);
+  const NdkLogicalAddress* page = lam->AdapterPageArray;
+  for (uint32_t i = 0; i < pages; ++i) EXPECT_EQ(page[i], first - first % 4096 + uint64_t{i} * 4096) << i;
+
+  uint32_t privileged = 0;
+  b->pd->NdkGetPrivilegedMemoryRegionToken(&privileged);
+  ASSERT_NE(privileged, 0U);
+  uint32_t again = 0;
+  b->pd->NdkGetPrivilegedMemoryRegionToken(&again);
+  EXPECT_EQ(again, privileged);
+  const auto logical = [&](uint32_t offset, uint32_t length) {
+    NdkSge s;
+    s.LogicalAddress = page[0] + fbo + offset;
+    s.Length = length;
+    s.MemoryRegionToken = privileged;
+    return s;
+  };
+
+  // SEND from it, receive into it.
+  ASSERT_EQ(a->receive(0, kLength, 1), STATUS_SUCCESS);
+  NdkSge s = logical(0, kLength);
+  ASSERT_EQ(b->qp->NdkSend(reinterpret_cast<void*>(2), &s, 1, 0), STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, buffer, kLength), 0);
+  s = logical(100, 5000);
+  ASSERT_EQ(b->qp->NdkReceive(reinterpret_cast<void*>(3), &s, 1), STATUS_SUCCESS);
+  a->fill(65536, 5000, 44);
+  ASSERT_EQ(a->send(65536, 5000, 4), STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(buffer + 100, a->buffer + 65536, 5000), 0);
+
+  // The LAM's pages, fast-registered: a peer's WRITE lands in the buffer.
+  Mr* mr = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkInitializeFastRegisterMr(pages, true, nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(5), mr, pages, page, fbo, kLength, buffer,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  a->fill(131072, kLength, 66);
+  s = a->sge(131072, kLength);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(7), &s, 1, first, mr->NdkGetRemoteTokenFromMr(), 0),
+            STATUS_SUCCESS);
+  ASSERT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(buffer, a->buffer + 131072, kLength), 0);
+
+  // The privileged token from the wire: refused, nothing written.
+  const std::vector<uint8_t> before(raw);
+  s = a->sge(0, 64);
+  ASSERT_EQ(a->qp->NdkWrite(reinterpret_cast<void*>(8), &s, 1, first, privileged, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
+  EXPECT_EQ(raw, before);
+  adapter().NdkReleaseLam(lam);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
 }
 
 // L7 (ndkpi.md §8): the provider does not touch an object after initiating its completion. Each create here runs
