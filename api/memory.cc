@@ -37,7 +37,8 @@ void PdImpl::NdkGetPrivilegedMemoryRegionToken(uint32_t* token) {
   if (token == nullptr) return;
   uint32_t current = privileged_token_.load(std::memory_order_acquire);
   if (current == 0) {
-    auto made = adapter_.transport().register_memory(0, UINT64_MAX, proto::kAccessLocalWrite, id_,
+    // Every address but the first page, which Linux never maps (vm.mmap_min_addr): a null SGE stays an error.
+    auto made = adapter_.transport().register_memory(kPageSize, UINT64_MAX - kPageSize, proto::kAccessLocalWrite, id_,
                                                      dataplane::MemoryKind::kPrivileged);
     if (made.ok()) {
       // A lost race leaves `current` holding the winner's token.

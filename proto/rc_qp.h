@@ -11,7 +11,9 @@
 // bounded work per call (the `budget` arguments).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -191,6 +193,9 @@ class RcQp {
   template <bool kIntoSges>
   void copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
                  std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
+  template <bool kIntoSges>
+  void copy_paged_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
+                       std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
   // resolve_local(), and whether the SGE's bytes are elsewhere than its address (paged memory). False: the
   // L_Key does not grant `access` over the SGE.
   bool check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept;
@@ -352,6 +357,42 @@ inline void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept
     c.byte_length = status == CompletionStatus::kSuccess ? w.length : 0;
     env_->complete_send(c);
   }
+}
+
+template <bool kIntoSges>
+inline void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
+                            std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
+                            std::size_t length) noexcept {
+  if (paged != 0) [[unlikely]] {
+    copy_paged_sges<kIntoSges>(sge, count, paged, offset, buffer, length);
+    return;
+  }
+  for (unsigned i = 0; i < count && length > 0; ++i) {
+    const Sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    const std::size_t n = std::min<std::size_t>(s.length - offset, length);
+    auto* memory = reinterpret_cast<uint8_t*>(s.addr) + offset;
+    if constexpr (kIntoSges) {
+      std::memcpy(memory, buffer, n);
+    } else {
+      std::memcpy(buffer, memory, n);
+    }
+    buffer += n;
+    length -= n;
+    offset = 0;
+  }
+}
+
+inline bool RcQp::check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept {
+  if (s.length == 0) return true;  // never checked (IBTA C9-88)
+  const uint8_t* memory = env_->resolve_local(s.lkey, s.addr, s.length, access);
+  if (memory != nullptr && memory == reinterpret_cast<const uint8_t*>(s.addr)) [[likely]]
+    return true;
+  paged = true;  // nullptr, or paged memory that translated
+  return memory != nullptr || env_->grants_paged(s.lkey.value(), s.addr, s.length, access, true);
 }
 
 }  // namespace uroce::proto

@@ -66,16 +66,11 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   state_ = QpState::kReadyToSend;
 }
 
-bool RcQp::check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept {
-  if (s.length == 0) return true;  // never checked (IBTA C9-88)
-  const uint8_t* memory = env_->resolve_local(s.lkey, s.addr, s.length, access);
-  paged = memory != reinterpret_cast<const uint8_t*>(s.addr);  // nullptr, or paged memory that translated
-  return !paged || memory != nullptr || env_->grants_paged(s.lkey.value(), s.addr, s.length, access, true);
-}
-
+// copy_sges() for a list with paged SGEs (out of line: the common case never comes here).
 template <bool kIntoSges>
-void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
-                     std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept {
+void RcQp::copy_paged_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
+                           std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
+                           std::size_t length) noexcept {
   for (unsigned i = 0; i < count && length > 0; ++i) {
     const Sge& s = sge[i];
     if (offset >= s.length) {
@@ -83,13 +78,8 @@ void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t off
       continue;
     }
     const auto n = static_cast<uint32_t>(std::min<std::size_t>(s.length - offset, length));
-    auto* memory = reinterpret_cast<uint8_t*>(s.addr) + offset;
-    if (!(paged & (1u << i))) [[likely]] {
-      if constexpr (kIntoSges) {
-        std::memcpy(memory, buffer, n);
-      } else {
-        std::memcpy(buffer, memory, n);
-      }
+    if (!(paged & (1u << i))) {
+      copy_sges<kIntoSges>(&s, 1, 0, offset, buffer, n);
     } else if constexpr (kIntoSges) {
       // copy_paged only reads the buffer when it copies into memory.
       (void)env_->copy_paged(s.lkey.value(), s.addr + offset, const_cast<uint8_t*>(buffer), n, kAccessLocalWrite, true,
@@ -102,8 +92,9 @@ void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t off
     offset = 0;
   }
 }
-template void RcQp::copy_sges<true>(const Sge*, unsigned, uint8_t, uint32_t, const uint8_t*, std::size_t) noexcept;
-template void RcQp::copy_sges<false>(const Sge*, unsigned, uint8_t, uint32_t, uint8_t*, std::size_t) noexcept;
+template void RcQp::copy_paged_sges<true>(const Sge*, unsigned, uint8_t, uint32_t, const uint8_t*,
+                                          std::size_t) noexcept;
+template void RcQp::copy_paged_sges<false>(const Sge*, unsigned, uint8_t, uint32_t, uint8_t*, std::size_t) noexcept;
 
 // First transmission of a WQE: check its local keys (IBTA C10-?: local protection
 // errors complete the WR in error) and give it its PSN range.

@@ -337,6 +337,8 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     in_message_ = Message::kWrite;
     ++counters_.rx_write_requests;
     write_length_ = length;
+    write_paged_ = paged;
+    write_rkey_ = rkey;
     if (length != 0) {
       last_write_rkey_ = rkey;
       last_write_rkey_known_ = true;
@@ -344,9 +346,8 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   }
   write_cursor_ = cursor;
   write_remaining_ = remaining;
-  write_paged_ = paged;
-  write_va_ = va;
-  write_rkey_ = rkey;
+  if (paged) [[unlikely]]
+    write_va_ = va;
   if (!last) return true;
   in_message_ = Message::kNone;
   msn_ += 1;
