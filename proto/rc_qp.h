@@ -193,9 +193,10 @@ class RcQp {
   template <bool kIntoSges>
   void copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
                  std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
+  // One paged SGE's part of that, out of line (the common case never comes here).
   template <bool kIntoSges>
-  void copy_paged_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
-                       std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
+  void copy_paged_sge(const Sge& s, uint32_t offset, std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
+                      uint32_t length) noexcept;
   // resolve_local(), and whether the SGE's bytes are elsewhere than its address (paged memory). False: the
   // L_Key does not grant `access` over the SGE.
   bool check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept;
@@ -363,10 +364,6 @@ template <bool kIntoSges>
 inline void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
                             std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
                             std::size_t length) noexcept {
-  if (paged != 0) [[unlikely]] {
-    copy_paged_sges<kIntoSges>(sge, count, paged, offset, buffer, length);
-    return;
-  }
   for (unsigned i = 0; i < count && length > 0; ++i) {
     const Sge& s = sge[i];
     if (offset >= s.length) {
@@ -375,7 +372,9 @@ inline void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint3
     }
     const std::size_t n = std::min<std::size_t>(s.length - offset, length);
     auto* memory = reinterpret_cast<uint8_t*>(s.addr) + offset;
-    if constexpr (kIntoSges) {
+    if (paged & (1u << i)) [[unlikely]] {
+      copy_paged_sge<kIntoSges>(s, offset, buffer, static_cast<uint32_t>(n));
+    } else if constexpr (kIntoSges) {
       std::memcpy(memory, buffer, n);
     } else {
       std::memcpy(buffer, memory, n);

@@ -66,35 +66,19 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   state_ = QpState::kReadyToSend;
 }
 
-// copy_sges() for a list with paged SGEs (out of line: the common case never comes here).
 template <bool kIntoSges>
-void RcQp::copy_paged_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
-                           std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
-                           std::size_t length) noexcept {
-  for (unsigned i = 0; i < count && length > 0; ++i) {
-    const Sge& s = sge[i];
-    if (offset >= s.length) {
-      offset -= s.length;
-      continue;
-    }
-    const auto n = static_cast<uint32_t>(std::min<std::size_t>(s.length - offset, length));
-    if (!(paged & (1u << i))) {
-      copy_sges<kIntoSges>(&s, 1, 0, offset, buffer, n);
-    } else if constexpr (kIntoSges) {
-      // copy_paged only reads the buffer when it copies into memory.
-      (void)env_->copy_paged(s.lkey.value(), s.addr + offset, const_cast<uint8_t*>(buffer), n, kAccessLocalWrite, true,
-                             true);
-    } else if (!env_->copy_paged(s.lkey.value(), s.addr + offset, buffer, n, 0, true, false)) {
-      std::memset(buffer, 0, n);  // invalidated under the WQE: never send what the buffer held before
-    }
-    buffer += n;
-    length -= n;
-    offset = 0;
+void RcQp::copy_paged_sge(const Sge& s, uint32_t offset, std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
+                          uint32_t length) noexcept {
+  if constexpr (kIntoSges) {
+    // copy_paged only reads the buffer when it copies into memory.
+    (void)env_->copy_paged(s.lkey.value(), s.addr + offset, const_cast<uint8_t*>(buffer), length, kAccessLocalWrite,
+                           true, true);
+  } else if (!env_->copy_paged(s.lkey.value(), s.addr + offset, buffer, length, 0, true, false)) {
+    std::memset(buffer, 0, length);  // invalidated under the WQE: never send what the buffer held before
   }
 }
-template void RcQp::copy_paged_sges<true>(const Sge*, unsigned, uint8_t, uint32_t, const uint8_t*,
-                                          std::size_t) noexcept;
-template void RcQp::copy_paged_sges<false>(const Sge*, unsigned, uint8_t, uint32_t, uint8_t*, std::size_t) noexcept;
+template void RcQp::copy_paged_sge<true>(const Sge&, uint32_t, const uint8_t*, uint32_t) noexcept;
+template void RcQp::copy_paged_sge<false>(const Sge&, uint32_t, uint8_t*, uint32_t) noexcept;
 
 // First transmission of a WQE: check its local keys (IBTA C10-?: local protection
 // errors complete the WR in error) and give it its PSN range.
