@@ -121,9 +121,8 @@ RcQueuePair::PollResult RcQueuePair::poll(EngineContext& ctx) noexcept {
   if (qp_.state() == proto::QpState::kReset) return PollResult::kIdle;
   const uint64_t deadline = qp_.next_deadline_ns();
   if (deadline != 0 && now_ns() >= deadline) qp_.on_timer();
-  const unsigned sent = qp_.send(kPacketBudget);
-  const unsigned answered = qp_.respond(kPacketBudget);
-  publish_send_queue_head();  // the silent retirements since the last completion
+  const auto [sent, answered] = qp_.transmit(kPacketBudget);  // requests, then responses (a lone ACK may wait)
+  publish_send_queue_head();                                  // the silent retirements since the last completion
   if (tx_refused_) [[unlikely]] {
     tx_refused_ = false;
     return PollResult::kStarved;

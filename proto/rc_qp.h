@@ -110,6 +110,13 @@ class RcQp {
   // Responder: sends up to `budget` queued READ responses / atomic ACKs, then the
   // coalesced ACK or NAK if nothing is queued before it. Call after each RX burst.
   unsigned respond(unsigned budget) noexcept;
+  // One turn of the QP's transmit side, as the engine polls it: send(), then respond(), except that a lone
+  // ACK or NAK waits one turn when requests just went out (see rc_responder.cc). Each count is at most `budget`.
+  struct Transmitted {
+    unsigned requests = 0;
+    unsigned responses = 0;
+  };
+  Transmitted transmit(unsigned budget) noexcept;
 
   // Completer: retransmission and RNR timers. Call when now >= next_deadline_ns().
   void on_timer() noexcept;
@@ -307,6 +314,7 @@ class RcQp {
   uint32_t resp_head_ = 0;
   uint32_t resp_tail_ = 0;
   bool ack_pending_ = false;
+  bool ack_held_ = false;  // transmit() held the pending ACK back behind requests once
   Psn ack_psn_{};
   AethSyndrome ack_syndrome_pending_{0x1F};
   bool ack_syndrome_at_send_ = false;  // a plain ACK: its credit count is read when it is sent

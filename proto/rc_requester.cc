@@ -331,7 +331,7 @@ void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {
   cnp_pending_ = false;
   resp_head_ = resp_tail_ = 0;
   for (Resource& r : resources_) r.responding = false;
-  ack_pending_ = false;
+  ack_pending_ = ack_held_ = false;
   in_message_ = Message::kNone;
 }
 

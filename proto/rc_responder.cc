@@ -603,4 +603,22 @@ unsigned RcQp::respond(unsigned budget) noexcept {
   return sent;
 }
 
+// A lone ACK (or NAK) waits one turn when this turn sent requests, so the request leaves first and the peer
+// reaches it without first parsing, steering and acting on the ACK: in a WRITE ping-pong each answer would
+// otherwise carry, in the same burst and ahead of it, the ACK of the request it answers. Only once in a row, so a
+// QP that sends on every turn still acknowledges on every other one. READ responses, atomic ACKs and CNPs never
+// wait. The delay is one engine loop iteration (~1 us), far inside any requester's ACK timeout (4.096 us x
+// 2^ack_timeout, IBTA 9.7.6.1.3), and has_responses() keeps the QP polled until the ACK is out.
+RcQp::Transmitted RcQp::transmit(unsigned budget) noexcept {
+  Transmitted t;
+  t.requests = send(budget);
+  if (t.requests != 0 && !ack_held_ && ack_pending_ && resp_head_ == resp_tail_ && !cnp_pending_) {
+    ack_held_ = true;
+    return t;
+  }
+  ack_held_ = false;
+  t.responses = respond(budget);
+  return t;
+}
+
 }  // namespace uroce::proto

@@ -518,6 +518,79 @@ TEST(RcTransport, BackpressureDefersWithoutLosingWork) {
   EXPECT_TRUE(equal_bytes(src, 0, dst, 0, 8000));
 }
 
+// transmit(): a lone ACK waits one turn behind requests, and never two in a row; READ responses never wait.
+TEST(RcTransport, ALoneAckWaitsOneTurnBehindRequestsAndReadResponsesNever) {
+  SimNetwork net(attrs(1024));
+  Region& a_buf = net.a().add_region(4096, kAll);
+  Region& b_buf = net.b().add_region(4096, kAll);
+  const auto opcodes = [](std::vector<std::vector<uint8_t>>& outbox) {
+    std::vector<Opcode> ops;
+    for (const auto& f : outbox) {
+      const ParseResult r = parse_packet(f);
+      EXPECT_TRUE(r.ok());
+      ops.push_back(r.packet.opcode());
+    }
+    outbox.clear();
+    return ops;
+  };
+  const auto write_to = [](const Region& from, const Region& to, uint64_t context) {
+    SendWqe w = wqe(WorkOp::kRdmaWrite, from, 64, context);
+    w.remote_addr = to.addr();
+    w.rkey = RemoteToken{to.key};
+    return w;
+  };
+  const auto b_turn = [&] {
+    (void)net.b().qp.transmit(32);
+    return opcodes(net.b().outbox);
+  };
+  const auto deliver_a_to_b = [&] {
+    for (const auto& f : net.a().outbox) {
+      const ParseResult r = parse_packet(f);
+      ASSERT_TRUE(r.ok());
+      net.b().qp.on_packet(r.packet);
+    }
+    net.a().outbox.clear();
+  };
+  // A's WRITE asks for an ACK; B answers with a WRITE of its own in the same turn: the WRITE goes alone.
+  ASSERT_TRUE(net.a().post_send(write_to(a_buf, b_buf, 1)));
+  ASSERT_EQ(net.a().qp.send(32), 1u);
+  deliver_a_to_b();
+  ASSERT_TRUE(net.b().qp.has_responses());
+  ASSERT_TRUE(net.b().post_send(write_to(b_buf, a_buf, 2)));
+  RcQp::Transmitted t = net.b().qp.transmit(32);
+  EXPECT_EQ(t.requests, 1u);
+  EXPECT_EQ(t.responses, 0u);
+  EXPECT_EQ(opcodes(net.b().outbox), std::vector<Opcode>{Opcode::kRcRdmaWriteOnly});
+  EXPECT_TRUE(net.b().qp.has_responses());  // the QP stays polled
+  // The next turn sends it, requests or not.
+  t = net.b().qp.transmit(32);
+  EXPECT_EQ(t.responses, 1u);
+  EXPECT_EQ(opcodes(net.b().outbox), std::vector<Opcode>{Opcode::kRcAcknowledge});
+  EXPECT_FALSE(net.b().qp.has_responses());
+
+  // Requests on every turn: held on the first, sent behind the requests on the second.
+  ASSERT_TRUE(net.a().post_send(write_to(a_buf, b_buf, 3)));
+  ASSERT_EQ(net.a().qp.send(32), 1u);
+  deliver_a_to_b();
+  ASSERT_TRUE(net.b().post_send(write_to(b_buf, a_buf, 4)));
+  EXPECT_EQ(b_turn(), std::vector<Opcode>{Opcode::kRcRdmaWriteOnly});
+  ASSERT_TRUE(net.b().post_send(write_to(b_buf, a_buf, 5)));
+  EXPECT_EQ(b_turn(), (std::vector<Opcode>{Opcode::kRcRdmaWriteOnly, Opcode::kRcAcknowledge}));
+
+  // A READ response goes out in the turn that sends requests.
+  SendWqe read = wqe(WorkOp::kRdmaRead, a_buf, 64, 6);
+  read.remote_addr = b_buf.addr();
+  read.rkey = RemoteToken{b_buf.key};
+  ASSERT_TRUE(net.a().post_send(read));
+  ASSERT_EQ(net.a().qp.send(32), 1u);
+  deliver_a_to_b();
+  ASSERT_TRUE(net.b().post_send(write_to(b_buf, a_buf, 7)));
+  EXPECT_EQ(b_turn(), (std::vector<Opcode>{Opcode::kRcRdmaWriteOnly, Opcode::kRcRdmaReadResponseOnly}));
+
+  // Everything still completes.
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 3 && net.b().send_completions.size() == 4; }));
+}
+
 TEST(RcTransport, OneSequenceNakPerGap) {
   SimNetwork net(attrs(1024));
   constexpr uint32_t kLength = 64 * 1024;  // 64 packets
