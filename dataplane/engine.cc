@@ -22,6 +22,7 @@
 #include "dataplane/fault_injector.h"
 #include "dataplane/link_model.h"
 #include "dataplane/ring.h"
+#include "dataplane/work_queues.h"
 
 namespace uroce::dataplane {
 
@@ -130,6 +131,7 @@ void EngineContext::run() noexcept {
     work += fired;
     work += poll_pollers();
     work += flush_all_tx();
+    publish_completion_events();
     previous_found_work = work != 0;
     idle(work);
   }
@@ -137,6 +139,7 @@ void EngineContext::run() noexcept {
   while (run_commands() != 0) {
   }
   (void)flush_all_tx();
+  publish_completion_events();
   release_held_mbufs();
   t_running_here = nullptr;
 }
@@ -147,6 +150,8 @@ uint32_t EngineContext::run_commands() noexcept {
   const unsigned n = ring_sc_dequeue_burst(mailbox_, commands, kMaxCommandsPerIteration);
   for (unsigned i = 0; i < n; ++i) {
     commands[i]->run(commands[i]->arg, *this);
+    // What the command completed is announced before the poster hears it is done: it may destroy the CQ next.
+    publish_completion_events();
     counters_.commands_executed.add();
     publish_command_done(*commands[i]);  // the poster may free it from here on: do not touch it again
   }
@@ -377,6 +382,19 @@ bool EngineContext::refill_mbuf_stash() noexcept {
 void EngineContext::free_after_burst(rte_mbuf* m) noexcept {
   freed_mbufs_[freed_mbuf_count_++] = m;
   if (freed_mbuf_count_ == freed_mbufs_.size()) flush_freed_mbufs();
+}
+
+void EngineContext::owe_completion_events(CompletionQueue& cq) noexcept {
+  if (owed_event_count_ == owed_events_.size()) [[unlikely]] {
+    cq.publish_events();  // a full list: this one at once
+    return;
+  }
+  owed_events_[owed_event_count_++] = &cq;
+}
+
+void EngineContext::publish_completion_events() noexcept {
+  for (uint16_t i = 0; i < owed_event_count_; ++i) owed_events_[i]->publish_events();
+  owed_event_count_ = 0;
 }
 
 void EngineContext::flush_freed_mbufs() noexcept {

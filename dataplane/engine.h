@@ -43,6 +43,7 @@ struct rte_ring;
 
 namespace uroce::dataplane {
 
+class CompletionQueue;
 class EngineContext;
 class Engine;
 class FaultInjector;
@@ -123,6 +124,10 @@ class EngineContext {
   // kMbufStash at a time with rte_pktmbuf_alloc_bulk (one mempool cache access per refill, not per mbuf).
   [[nodiscard]] rte_mbuf* alloc_mbuf() noexcept;
 
+  // `cq` (a slice this engine produces) owes the arm handshake (CompletionQueue::push_deferring_events): the engine
+  // runs it at the end of this loop iteration, and before it acknowledges a command. Engine only.
+  void owe_completion_events(CompletionQueue& cq) noexcept;
+
   // A packet handler is done with `m`: the engine frees it together with the rest of the RX burst
   // (rte_pktmbuf_free_bulk), after the handlers have run. Engine only.
   void free_after_burst(rte_mbuf* m) noexcept;
@@ -183,6 +188,7 @@ class EngineContext {
   void capture(PortIndex p, CaptureDirection direction, const rte_mbuf* m) noexcept;
   [[nodiscard]] bool refill_mbuf_stash() noexcept;
   void flush_freed_mbufs() noexcept;
+  void publish_completion_events() noexcept;
   void idle(uint32_t work) noexcept;
   [[gnu::cold]] void release_held_mbufs() noexcept;
 
@@ -210,6 +216,8 @@ class EngineContext {
   std::array<rte_mbuf*, kMbufStash> mbuf_stash_{};  // allocated and reset, not yet handed out
   uint16_t mbuf_stash_count_ = 0;
   std::array<rte_mbuf*, kMaxBurst> freed_mbufs_{};  // free_after_burst(), until flush_freed_mbufs()
+  std::array<CompletionQueue*, 64> owed_events_{};  // owe_completion_events(), until publish_completion_events()
+  uint16_t owed_event_count_ = 0;
   uint16_t freed_mbuf_count_ = 0;
   std::array<Poller, kMaxPollers> pollers_{};
   std::size_t poller_count_ = 0;

@@ -296,12 +296,22 @@ void RcQueuePair::complete_send(const proto::Completion& c) {
   // push() publishes the entry with a release store, which orders the head's store before it. (The completer
   // has moved the SQ head past the WQE before it completes it; RcQp::complete_wqe.)
   publish_send_queue_head();
-  (void)setup_.send_cq->push(c, qpn_.value(), false, setup_.completion_context);
+  push_completion(*setup_.send_cq, c, false);
 }
 
-void RcQueuePair::complete_receive(const proto::Completion& c) {
-  (void)setup_.receive_cq->push(c, qpn_.value(), true, setup_.completion_context);
+// On the engine, the CQ's arm handshake waits for the end of the loop iteration (one RMW per CQ per iteration
+// instead of one per completion); anywhere else (a unit test driving the QP) it runs at once.
+void RcQueuePair::push_completion(CompletionQueue& cq, const proto::Completion& c, bool is_receive) {
+  if (ctx_ == nullptr || EngineContext::running_here() != ctx_) [[unlikely]] {
+    (void)cq.push(c, qpn_.value(), is_receive, setup_.completion_context);
+    return;
+  }
+  if (cq.push_deferring_events(c, qpn_.value(), is_receive, setup_.completion_context) ==
+      CompletionQueue::Deferred::kFirstOwed)
+    ctx_->owe_completion_events(cq);
 }
+
+void RcQueuePair::complete_receive(const proto::Completion& c) { push_completion(*setup_.receive_cq, c, true); }
 
 // Local operations act on the shared memory table; the failure statuses are the ones rxe
 // uses (LOC_QP_OP_ERR for fast register and invalidate, MW_BIND_ERR for bind).

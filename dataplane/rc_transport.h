@@ -169,6 +169,7 @@ class RcQueuePair final : public proto::RcEnv {
   proto::CompletionStatus execute_local(const proto::SendWqe& w) override;
 
  private:
+  void push_completion(CompletionQueue& cq, const proto::Completion& c, bool is_receive);
   friend class RcTransport;
   friend class EngineTransport;
 

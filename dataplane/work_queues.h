@@ -249,26 +249,32 @@ class CompletionQueue {
   // events attached, the append may notify an armed consumer, and a failed CQ (one that
   // overran) takes nothing more.
   bool push(const proto::Completion& c, uint32_t qp_id, bool is_receive, uint64_t qp_context = 0) noexcept {
-    if (events_ != nullptr && events_->failed()) return false;
-    if (producer_index_ - consumer_cache_ >= capacity()) {
-      consumer_cache_ = consumer_index_.load(std::memory_order_acquire);  // pairs with publish_consumed()
-      if (producer_index_ - consumer_cache_ >= capacity()) {
-        overrun_.store(true, std::memory_order_relaxed);
-        if (events_ != nullptr) events_->on_overrun();
-        return false;
-      }
-    }
-    CompletionEntry& e = entries_[producer_index_ & mask_];
-    e.completion = c;
-    e.qp_context = qp_context;
-    e.qp_id = qp_id;
-    e.is_receive = is_receive;
-    // cqe_is_ours(): the fields above become visible before the phase says the entry is valid.
-    e.phase.store(phase_for(producer_index_), std::memory_order_release);
-    ++producer_index_;
-    produced_.store(producer_index_, std::memory_order_release);
+    if (!append(c, qp_id, is_receive, qp_context)) return false;
     if (events_ != nullptr) events_->on_append(arm_level_needed(c, is_receive));
     return true;
+  }
+  // The engine's push(): appends, but owes the arm handshake (an RMW, which on x86 also waits for every store
+  // before it, the entry's lines included) until publish_events(), which the engine runs once per CQ at the end of
+  // its loop iteration, or before it acknowledges a command. The handshake still follows the entries' release, so
+  // an arm either sees them or is seen (CompletionEvents); a notification waits at most one iteration. Returns
+  // kFirstOwed when this append made the handshake owed: the caller then queues the CQ for publish_events().
+  enum class Deferred : uint8_t { kRefused, kAppended, kFirstOwed };
+  Deferred push_deferring_events(const proto::Completion& c, uint32_t qp_id, bool is_receive,
+                                 uint64_t qp_context) noexcept {
+    if (!append(c, qp_id, is_receive, qp_context)) return Deferred::kRefused;
+    if (events_ == nullptr) return Deferred::kAppended;
+    // The weakest level any of the owed entries needs is what an arm must reach to be satisfied by one of them.
+    const ArmLevel needed = arm_level_needed(c, is_receive);
+    const bool first = owed_ == ArmLevel::kNone;
+    if (first || needed < owed_) owed_ = needed;
+    return first ? Deferred::kFirstOwed : Deferred::kAppended;
+  }
+  // Runs the handshake owed since push_deferring_events() made it owed (producer only).
+  void publish_events() noexcept {
+    const ArmLevel owed = owed_;
+    if (owed == ArmLevel::kNone) return;
+    owed_ = ArmLevel::kNone;
+    events_->on_append(owed);
   }
 
   // Before any producer runs: the arm/failure state this slice reports to.
@@ -319,11 +325,34 @@ class CompletionQueue {
     return static_cast<uint8_t>(((index / capacity()) & 1) ^ 1);
   }
 
+  bool append(const proto::Completion& c, uint32_t qp_id, bool is_receive, uint64_t qp_context) noexcept {
+    if (events_ != nullptr && events_->failed()) return false;
+    if (producer_index_ - consumer_cache_ >= capacity()) {
+      consumer_cache_ = consumer_index_.load(std::memory_order_acquire);  // pairs with publish_consumed()
+      if (producer_index_ - consumer_cache_ >= capacity()) {
+        overrun_.store(true, std::memory_order_relaxed);
+        if (events_ != nullptr) events_->on_overrun();
+        return false;
+      }
+    }
+    CompletionEntry& e = entries_[producer_index_ & mask_];
+    e.completion = c;
+    e.qp_context = qp_context;
+    e.qp_id = qp_id;
+    e.is_receive = is_receive;
+    // cqe_is_ours(): the fields above become visible before the phase says the entry is valid.
+    e.phase.store(phase_for(producer_index_), std::memory_order_release);
+    ++producer_index_;
+    produced_.store(producer_index_, std::memory_order_release);
+    return true;
+  }
+
   std::unique_ptr<CompletionEntry[]> entries_;
   uint32_t mask_;
   // Producer-private.
   alignas(kCacheLine) uint32_t producer_index_ = 0;
   uint32_t consumer_cache_ = 0;
+  ArmLevel owed_ = ArmLevel::kNone;  // the arm handshake push_deferring_events() owes (kNone: none)
   std::atomic<uint32_t> produced_{0};
   std::atomic<bool> overrun_{false};
   CompletionEvents* events_ = nullptr;  // set before producers run; read-only after

@@ -1,8 +1,9 @@
 // uroce_bench_api: what the API costs.
 //
 //   CqRing/*        completion ring throughput between two threads (no EAL): an "engine" thread appends,
-//                   the consumer drains through the CQ's slices (CompletionSlices::consume), with and without
-//                   the arm handshake on every append. Both threads float over every CPU (affinity reset).
+//                   the consumer drains through the CQ's slices (CompletionSlices::consume), without the arm
+//                   handshake, with it on every append, and with it once per 16 appends (the engine's way). Both
+//                   threads float over every CPU (affinity reset).
 //   PostPoll/*      post + poll per operation through the whole stack: NdkWrite of 64 bytes from A to B over
 //                   one busy-polling engine (CPU 0) and a net_ring pair, polled with NdkGetCqResults by this
 //                   thread on another CPU. window 1: one at a time (latency); window 64, signal every 16: the
@@ -42,8 +43,11 @@ void float_over_all_cpus() {
 
 // --------------------------------------------------------------------------------------------- CQ ring
 
+// arm_handshake: 0 none (a plain SPSC ring), 1 on every append (CompletionQueue::push), 2 owed and run once per 16
+// appends (push_deferring_events + publish_events, as an engine does once per loop iteration).
 void BM_CqRing(benchmark::State& state) {
   const bool with_arm = state.range(0) != 0;
+  const bool deferred = state.range(0) == 2;
   float_over_all_cpus();
   detail::CompletionSlices cq(1u << 16, 1, nullptr, nullptr);
   dataplane::CompletionQueue& ring = cq.ring(0);
@@ -58,7 +62,12 @@ void BM_CqRing(benchmark::State& state) {
       // Stay within half the ring: with the arm attached a full ring is an overrun, which fails the CQ.
       if (produced - consumed.load(std::memory_order_acquire) >= (1u << 15)) continue;
       c.context = produced;
-      if (ring.push(c, 1, false)) ++produced;
+      if (!deferred) {
+        if (ring.push(c, 1, false)) ++produced;
+        continue;
+      }
+      if (ring.push_deferring_events(c, 1, false, 0) != dataplane::CompletionQueue::Deferred::kRefused) ++produced;
+      if (produced % 16 == 0) ring.publish_events();
     }
   });
   uint64_t total = 0;
@@ -73,7 +82,7 @@ void BM_CqRing(benchmark::State& state) {
   state.counters["ns_per_completion"] =
       benchmark::Counter(static_cast<double>(total), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
 }
-BENCHMARK(BM_CqRing)->Arg(0)->Arg(1)->ArgName("arm_handshake")->UseRealTime();
+BENCHMARK(BM_CqRing)->Arg(0)->Arg(1)->Arg(2)->ArgName("arm_handshake")->UseRealTime();
 
 // ------------------------------------------------------------------------------------- through the stack
 

@@ -112,6 +112,40 @@ TEST(CompletionSlices, ArmingWithCompletionsQueuedFiresAtOnceIfOneMatches) {
   EXPECT_EQ(n.count.load(), 4) << "one notification per arm";
 }
 
+// The engine's way (push_deferring_events): the handshake waits for publish_events(), once for everything appended
+// since, at the weakest level any of it needs.
+TEST(CompletionSlices, AnEngineOwesTheArmHandshakeUntilItPublishesAtTheWeakestLevelOwed) {
+  using Deferred = dataplane::CompletionQueue::Deferred;
+  CountingNotifier n;
+  CompletionSlices cq(8, 1, &n, nullptr);
+  dataplane::CompletionQueue& ring = cq.ring(0);
+  cq.arm(ArmLevel::kSolicited);
+  EXPECT_EQ(ring.push_deferring_events(completion(1), 1, true, 0), Deferred::kFirstOwed);
+  EXPECT_EQ(ring.push_deferring_events(completion(2, false, true), 1, false, 0), Deferred::kAppended);
+  EXPECT_EQ(n.count.load(), 0) << "nothing fires before the engine publishes";
+  ring.publish_events();
+  EXPECT_EQ(n.count.load(), 1) << "the error among what was owed satisfies SOLICITED";
+  ring.publish_events();
+  EXPECT_EQ(n.count.load(), 1) << "nothing owed any more";
+  EXPECT_EQ(consume_all(cq), (std::vector<uint64_t>{1, 2}));
+
+  cq.arm(ArmLevel::kSolicited);
+  EXPECT_EQ(ring.push_deferring_events(completion(3), 1, true, 0), Deferred::kFirstOwed);
+  ring.publish_events();
+  EXPECT_EQ(n.count.load(), 1) << "an ordinary completion does not satisfy SOLICITED";
+  cq.arm(ArmLevel::kAny);  // it is still queued: fires at once, as with push()
+  EXPECT_EQ(n.count.load(), 2);
+  (void)consume_all(cq);
+
+  // An arm between the append and the publish: the entry is visible, so the arm fires at once; the publish then
+  // finds the arm already cleared and fires nothing more (one notification per arm).
+  EXPECT_EQ(ring.push_deferring_events(completion(4), 1, true, 0), Deferred::kFirstOwed);
+  cq.arm(ArmLevel::kAny);
+  EXPECT_EQ(n.count.load(), 3);
+  ring.publish_events();
+  EXPECT_EQ(n.count.load(), 3);
+}
+
 TEST(CompletionSlices, AnOverrunFailsTheCqAndKeepsWhatWasQueued) {
   CountingNotifier n;
   CompletionSlices cq(2, 1, &n, nullptr);
@@ -234,7 +268,9 @@ TEST(CompletionSlicesStress, ResizesWhileProducersAppendAndTheConsumerPolls) {
 
 // Two engines append to their slices while the consumer polls, and when it finds nothing arms ANY and waits
 // for the notification. If the append/arm handshake ever lost a wake-up, the consumer would wait forever.
-TEST(CompletionSlicesStress, NoCompletionIsLostAndNoWakeUpIsMissed) {
+// Producers append with push(), or the engine's way (push_deferring_events, published every 8 appends and after
+// the last, as an engine does at the end of each loop iteration).
+void expect_no_lost_completion_or_wake_up(bool deferred) {
   constexpr uint32_t kPerProducer = 60000;
   CountingNotifier n;
   CompletionSlices cq(1u << 17, 2, &n, nullptr);  // never full: an overrun is fatal by design
@@ -244,7 +280,14 @@ TEST(CompletionSlicesStress, NoCompletionIsLostAndNoWakeUpIsMissed) {
     producers.emplace_back([&, slice] {
       while (!go.load()) std::this_thread::yield();
       for (uint32_t i = 0; i < kPerProducer; ++i) {
-        EXPECT_TRUE(cq.ring(slice).push(completion(i, i % 7 == 0, false), 1, true, slice));
+        const Completion c = completion(i, i % 7 == 0, false);
+        if (deferred) {
+          EXPECT_NE(cq.ring(slice).push_deferring_events(c, 1, true, slice),
+                    dataplane::CompletionQueue::Deferred::kRefused);
+          if (i % 8 == 7 || i + 1 == kPerProducer) cq.ring(slice).publish_events();
+        } else {
+          EXPECT_TRUE(cq.ring(slice).push(c, 1, true, slice));
+        }
         if (i % 4096 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // let the consumer sleep
       }
     });
@@ -272,6 +315,12 @@ TEST(CompletionSlicesStress, NoCompletionIsLostAndNoWakeUpIsMissed) {
   for (auto& t : producers) t.join();
   EXPECT_LE(n.count.load(), arms) << "at most one notification per arm";
   EXPECT_GT(waits_for_notification, 0);
+}
+
+TEST(CompletionSlicesStress, NoCompletionIsLostAndNoWakeUpIsMissed) { expect_no_lost_completion_or_wake_up(false); }
+
+TEST(CompletionSlicesStress, NoWakeUpIsMissedWhenTheEngineDefersTheHandshake) {
+  expect_no_lost_completion_or_wake_up(true);
 }
 
 TEST(NotificationQueue, ManyProducersOneConsumerEachValueOnceInProducerOrder) {
