@@ -222,9 +222,16 @@ void EngineContext::dispatch(PortIndex p, rte_mbuf* m, bool from_wire) noexcept 
   // registered memory (one read of the payload instead of two); nothing acts on the packet before that check
   // (RcQp::fused_write_candidate). A packet that leaves this engine, or goes to an endpoint that does not check
   // deferred ICRCs, is checked here first: the redirect's owner takes what it receives as checked.
-  const proto::ParseOptions options{
-      .verify_icrc = from_wire, .verify_ip_checksum = from_wire, .defer_payload_icrc = from_wire};
-  const proto::ParseResult parsed = proto::parse_packet(std::span<const uint8_t>(frame, length), options);
+  // Two constant option sets rather than one built from `from_wire`: built, its three bytes were stored one by one
+  // and reloaded as one word, a load no store can forward, so every packet waited here for the engine's older
+  // stores to drain (10% of the engine's time in nvmf randread).
+  static constexpr proto::ParseOptions kFromWire{
+      .verify_icrc = true, .verify_ip_checksum = true, .defer_payload_icrc = true};
+  static constexpr proto::ParseOptions kRedirected{
+      .verify_icrc = false, .verify_ip_checksum = false, .defer_payload_icrc = false};
+  const std::span<const uint8_t> bytes(frame, length);
+  const proto::ParseResult parsed =
+      from_wire ? proto::parse_packet(bytes, kFromWire) : proto::parse_packet(bytes, kRedirected);
   if (!parsed.ok()) [[unlikely]] {
     count_parse_error(parsed.error);
     rte_pktmbuf_free(m);
