@@ -1,6 +1,7 @@
 #include "dataplane/rc_transport.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -299,13 +300,11 @@ void RcQueuePair::complete_send(const proto::Completion& c) {
   push_completion(*setup_.send_cq, c, false);
 }
 
-// On the engine, the CQ's arm handshake waits for the end of the loop iteration (one RMW per CQ per iteration
-// instead of one per completion); anywhere else (a unit test driving the QP) it runs at once.
+// The CQ's arm handshake waits for the end of the engine's loop iteration: one RMW per CQ per iteration instead of
+// one per completion. Completions come only from the owning engine (a stopped engine takes no commands, so even a
+// QP's destruction flushes there), whose list of owed CQs is its own.
 void RcQueuePair::push_completion(CompletionQueue& cq, const proto::Completion& c, bool is_receive) {
-  if (ctx_ == nullptr || EngineContext::running_here() != ctx_) [[unlikely]] {
-    (void)cq.push(c, qpn_.value(), is_receive, setup_.completion_context);
-    return;
-  }
+  assert(ctx_ != nullptr && EngineContext::running_here() == ctx_);
   if (cq.push_deferring_events(c, qpn_.value(), is_receive, setup_.completion_context) ==
       CompletionQueue::Deferred::kFirstOwed)
     ctx_->owe_completion_events(cq);
