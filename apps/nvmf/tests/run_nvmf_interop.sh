@@ -8,7 +8,8 @@
 # usage: run_nvmf_interop.sh UROCE_NVMF_TARGET
 #
 # Environment, besides harness.sh's: INTEROP_PMTUS (default "4096"), INTEROP_FIO_SIZE (per job, two jobs; default 32M),
-# INTEROP_QUEUE_SIZE (default "32 128": one connect per size).
+# INTEROP_QUEUE_SIZE (default "32 128": one connect per size), INTEROP_FILE_BYTES (the file system's four files are
+# 1, 2, 3 and 4 times this; default 3000000).
 set -uo pipefail
 
 TARGET=$(readlink -f "${1:?usage: run_nvmf_interop.sh UROCE_NVMF_TARGET}")
@@ -18,6 +19,7 @@ HARNESS_PROJECT=$(cd "$(dirname "$0")/../../.." && pwd)
 PMTUS=${INTEROP_PMTUS:-4096}
 FIO_SIZE=${INTEROP_FIO_SIZE:-32M}
 QUEUE_SIZES=${INTEROP_QUEUE_SIZE:-32 128}
+FILE_BYTES=${INTEROP_FILE_BYTES:-3000000}
 NQN=nqn.2026-11.io.uroce:ram0
 
 harness_require
@@ -70,7 +72,7 @@ run_case() {
     # ext4 where the guest has e2fsprogs; the rxe-peer image has only util-linux's mkfs.minix (and the module).
     step mkfs "if command -v mkfs.ext4 >/dev/null; then mkfs.ext4 -q -F /dev/$dev; else modprobe minix &&
       mkfs.minix -3 /dev/$dev >/dev/null; fi && mkdir -p /mnt/nvmf && mount /dev/$dev /mnt/nvmf &&
-      for i in 1 2 3 4; do head -c \$((i * 3000000)) /dev/urandom >/mnt/nvmf/f\$i; done &&
+      for i in 1 2 3 4; do head -c \$((i * $FILE_BYTES)) /dev/urandom >/mnt/nvmf/f\$i; done &&
       (cd /mnt/nvmf && sha256sum f* >/tmp/nvmf.sha256) && umount /mnt/nvmf"
     step disconnect "nvme disconnect -n $NQN"
     step reconnect "nvme connect -t rdma -a $UROCE_IP -s 4420 -n $NQN -i 2 -Q $qsize -k 5"
