@@ -117,6 +117,11 @@ run_attempt() {
 #   uroce's TCP FIN, after which rxe sent the request at once. check_capture.py reports the longest silence and
 #   what was unacknowledged when it began. Retried only when nothing was, the guest's new request ended it,
 #   uroce's complaint is its no-progress watchdog, and the capture's only errors are the message counts.
+# - In the -large cases (MAX_RETRANSMIT_PERCENT), a request the guest's own stack dropped: rxe NAKs the next one
+#   with a PSN sequence error and uroce goes back N, resending everything in flight (155 of 2105 packets in one CI
+#   run on a loaded host, where ~10 earlier runs that day resent none). Retried only when the capture check passed,
+#   the limit is the only failure, and the guest sent a sequence-error NAK. A requester that floods rxe (no
+#   in-flight cap: 715 of 2665 resent) fails every attempt.
 # Prints the reason for a retry, or nothing.
 guest_failure() {
   local test=$1 name=$2 silence
@@ -126,6 +131,10 @@ guest_failure() {
     echo "ib_$test could not calibrate its clock ($(grep -o 'r^2: [0-9.]*' "$glog" | head -1))"
     return
   fi
+  if [ -n "$over_limit" ] && [ "$urc" = 0 ] && [ "$grc" = 0 ] && grep -qE "^  $GUEST -> $UROCE_IP.* NAKs [1-9][0-9]* \(codes \{([0-9]+: [0-9]+, )*0: [1-9]" "$check"; then
+    echo "the guest NAKed a PSN sequence error (a request its stack dropped) and uroce went back N: $over_limit"
+    return
+  fi
   silence=$(sed -n "s/.*longest silence: \([0-9]*\)\.[0-9]* s .*nothing was unacknowledged; then $GUEST sent a new request.*/\1/p" "$check")
   if [ "${silence:-0}" -ge 10 ] && grep -q '^uroce-perf: .*for --timeout seconds' "$ulog" &&
     ! grep 'ERROR' "$check" | grep -qvE 'messages, expected|expected messages in'; then
@@ -133,14 +142,33 @@ guest_failure() {
   fi
 }
 
+# MAX_RETRANSMIT_PERCENT's check of attempt NAME: prints what exceeded it, or nothing. uroce's direction in the
+# capture check: its request packets (the op counts) and how many of them were retransmissions.
+retransmissions_over_limit() {
+  local sent resent
+  read -r sent resent < <(awk -v ip="$UROCE_IP" '$1 == ip && $2 == "->" && /retransmitted/ {
+      n = 0; split($0, parts, ";"); sub(/^[^:]*: /, "", parts[1]); k = split(parts[1], ops, ", ");
+      for (i = 1; i <= k; i++) { split(ops[i], f, " "); n += f[2] }
+      match($0, /retransmitted [0-9]+/); print n, substr($0, RSTART + 14, RLENGTH - 14); exit }' \
+    "$OUT/$1.check.log")
+  if [ -z "$sent" ] || [ "$sent" = 0 ] || [ $((resent * 100)) -ge $((sent * MAX_RETRANSMIT_PERCENT)) ]; then
+    echo "uroce retransmitted ${resent:-?} of ${sent:-?} request packets: not under $MAX_RETRANSMIT_PERCENT%"
+  fi
+}
+
 # run_case TEST ROLE PMTU [-R]
 run_case() {
   local test=$1 role=$2 pmtu=$3 cm=${4:-}
   local name="$test${cm}${CASE_SUFFIX:-}-uroce-$role-m$pmtu" attempt notes=""
-  local urc grc crc
+  local urc grc crc over_limit
   for ((attempt = 1; attempt <= ${INTEROP_ATTEMPTS:-3}; attempt++)); do
     log "case $name${notes:+ (attempt $attempt)}"
     run_attempt "$test" "$role" "$pmtu" "$name" "$cm"
+    over_limit=""
+    if [ -n "${MAX_RETRANSMIT_PERCENT:-}" ] && [ "$crc" = 0 ]; then
+      over_limit=$(retransmissions_over_limit "$name")
+      [ -z "$over_limit" ] || crc=1
+    fi
     { [ "$urc" = 0 ] && [ "$grc" = 0 ] && [ "$crc" = 0 ]; } && break
     [ "$attempt" -lt "${INTEROP_ATTEMPTS:-3}" ] || break
     local what
@@ -155,19 +183,7 @@ run_case() {
     done
   done
   local verdict=PASS
-  if [ -n "${MAX_RETRANSMIT_PERCENT:-}" ] && [ "$crc" = 0 ]; then
-    # uroce's direction: its request packets (the op counts) and how many of them were retransmissions.
-    local sent resent
-    read -r sent resent < <(awk -v ip="$UROCE_IP" '$1 == ip && $2 == "->" && /retransmitted/ {
-        n = 0; split($0, parts, ";"); sub(/^[^:]*: /, "", parts[1]); k = split(parts[1], ops, ", ");
-        for (i = 1; i <= k; i++) { split(ops[i], f, " "); n += f[2] }
-        match($0, /retransmitted [0-9]+/); print n, substr($0, RSTART + 14, RLENGTH - 14); exit }' \
-      "$OUT/$name.check.log")
-    if [ -z "$sent" ] || [ "$sent" = 0 ] || [ $((resent * 100)) -ge $((sent * MAX_RETRANSMIT_PERCENT)) ]; then
-      crc=1
-      notes+=" [uroce retransmitted ${resent:-?} of ${sent:-?} request packets: not under $MAX_RETRANSMIT_PERCENT%]"
-    fi
-  fi
+  [ -z "$over_limit" ] || notes+=" [$over_limit]"
   if [ "$urc" != 0 ] || [ "$grc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL
     report_failure "$name" "uroce exit $urc, guest exit $grc, capture check $crc"
