@@ -488,12 +488,20 @@ TEST_F(HostilePeer, PacketsFromOtherAddressesOrToOthersAreDroppedAndTheRealPeerI
   const std::vector<uint8_t> hello = {'h', 'e', 'l', 'l', 'o'};
   PacketSpec real_send = request(Opcode::kRcSendOnly, expected_psn);
   real_send.payload = hello;
+  const std::size_t replies_before = recorder.count();
   inject({frame_of(real_send)});
   const auto received = victim->wait_receive_completion();
   ASSERT_TRUE(received);
   EXPECT_EQ(received->context, 42u);
   EXPECT_EQ(received->byte_length, hello.size());
   EXPECT_EQ(std::memcmp(receive_buffer, hello.data(), hello.size()), 0);
+  // The SEND's ACK may leave after its completion. Awaited here, it cannot reach the next test's recorder.
+  ASSERT_TRUE(wait_for_replies(replies_before + 1));
+  const Reply ack = replies().back();
+  EXPECT_EQ(ack.opcode, Opcode::kRcAcknowledge);
+  EXPECT_EQ(ack.psn, expected_psn);
+  ASSERT_TRUE(ack.syndrome);
+  EXPECT_EQ(ack.syndrome->kind(), proto::AethKind::kAck);
 }
 
 // P_Key, transport and destination QPN: dropped and counted before the QP acts; malformed frames are counted by
