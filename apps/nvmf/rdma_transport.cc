@@ -106,6 +106,7 @@ class RdmaQueue {
   bool post_receive(uint32_t buffer);
   uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
   void on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters);
+  void start_command(uint32_t buffer, uint32_t length, TransportCounters& counters);
   void run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters);
   void finish(uint32_t slot, const CommandResult& result, TransportCounters& counters);
   void post_read(uint32_t slot, TransportCounters& counters);
@@ -130,6 +131,16 @@ class RdmaQueue {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
   std::deque<uint32_t> waiting_reads_;  // slots whose RDMA READ waits for the host's responder resources
+  struct HeldCapsule {
+    uint32_t buffer;
+    uint32_t length;
+  };
+  // Capsules that came while every slot was taken, oldest at held_head_. Their receives stay unposted until a slot
+  // frees, so at most `entries_` (the receives) wait, and a host that ignores the SQ head meets RNR NAKs, not lost
+  // commands. A ring of `entries_` made with the queue: nothing is allocated per command.
+  std::vector<HeldCapsule> held_capsules_;
+  uint32_t held_head_ = 0;
+  uint32_t held_count_ = 0;
   uint32_t reads_outstanding_ = 0;
   uint32_t read_limit_ = 1;
   apps::Request accepted_;
@@ -168,13 +179,15 @@ std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& targe
 
 std::string RdmaQueue::open(uint16_t engine) {
   // Twice as many slots as commands: a slot is free again when its response SEND completes, and the host may
-  // send the next command as soon as it has the response, before our side has seen the SEND's ACK.
+  // send the next command as soon as it has the response, before our side has seen the SEND's ACK. Should that
+  // lag grow past `entries_` responses, capsules wait for a slot (on_capsule).
   const uint32_t slots = 2 * entries_;
   const std::size_t receive_bytes = std::size_t{entries_} * capsule_size_;
   const std::size_t bytes = (receive_bytes + std::size_t{slots} * data_size_ + 4095) / 4096 * 4096;
   memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
   if (!memory_) return "no memory for the queue's buffers";
   slots_.resize(slots);
+  held_capsules_.resize(entries_);
   for (uint32_t i = 0; i < slots; ++i) {
     slots_[i].data = memory_.get() + receive_bytes + std::size_t{i} * data_size_;
     free_slots_.push_back(slots - 1 - i);
@@ -249,6 +262,12 @@ bool RdmaQueue::poll(TransportCounters& counters) {
           break;
         case Work::kResponse:
           free_slots_.push_back(slot);
+          if (held_count_ != 0) {
+            const HeldCapsule held = held_capsules_[held_head_];
+            held_head_ = (held_head_ + 1) % entries_;
+            --held_count_;
+            start_command(held.buffer, held.length, counters);
+          }
           break;
         default:
           break;  // WRITEs are silent unless they fail
@@ -276,13 +295,25 @@ bool RdmaQueue::poll(TransportCounters& counters) {
 
 void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters) {
   ++counters.capsules;
-  // A capsule shorter than an SQE, or more commands in flight than the host may have outstanding (it ignored the
-  // SQ head we report): nothing to answer, as nvmet drops them. The receive goes back either way.
-  if (length < kSqeSize || free_slots_.empty()) {
+  // A capsule shorter than an SQE: nothing to answer, as nvmet drops it. The receive goes back.
+  if (length < kSqeSize) {
     ++counters.bad_capsules;
     (void)post_receive(buffer);
     return;
   }
+  // Every slot taken: the host has the responses of commands whose SENDs we have not yet seen complete (it may
+  // send the next command before its ACK reaches us), or it ignored the SQ head. The command waits for a slot,
+  // as nvmet gives it a response allocated on the spot; dropping it would leave the host waiting forever.
+  if (free_slots_.empty() || held_count_ != 0) {
+    ++counters.capsules_held;
+    held_capsules_[(held_head_ + held_count_++) % entries_] = {buffer, length};
+    return;
+  }
+  start_command(buffer, length, counters);
+}
+
+// A slot is free: the capsule in receive `buffer` becomes a command, and the receive goes back.
+void RdmaQueue::start_command(uint32_t buffer, uint32_t length, TransportCounters& counters) {
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
   Slot& s = slots_[slot];

@@ -54,7 +54,8 @@ struct TransportCounters {
   uint64_t queues_rejected = 0;
   uint64_t queues_closed = 0;
   uint64_t capsules = 0;
-  uint64_t bad_capsules = 0;  // shorter than an SQE: dropped, as nvmet does
+  uint64_t bad_capsules = 0;   // shorter than an SQE: dropped, as nvmet does
+  uint64_t capsules_held = 0;  // came while every command slot was taken: waited for one
   uint64_t rdma_reads = 0;
   uint64_t rdma_writes = 0;
   uint64_t send_with_invalidate = 0;
