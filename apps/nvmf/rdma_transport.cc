@@ -372,9 +372,10 @@ void RdmaQueue::finish(uint32_t slot, const CommandResult& result, TransportCoun
   if (result.status == kStatusSuccess && s.plan.direction == DataDirection::kControllerToHost &&
       result.data_length != 0) {
     // WRITE then SEND on one QP: the host sees the data before the response (IBTA C9-28, in-order delivery).
+    // DEFER: the response's post rings the doorbell for both (ndkpi.md: a failed post submits the chain first).
     const NdkSge sge{s.data, std::min(result.data_length, s.plan.length), mr_->NdkGetLocalTokenFromMr()};
     if (qp_->NdkWrite(context_of(Work::kWrite, slot), &sge, 1, s.plan.sgl.address, s.plan.sgl.key,
-                      NDK_OP_FLAG_SILENT_SUCCESS) != STATUS_SUCCESS) {
+                      NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_DEFER) != STATUS_SUCCESS) {
       fail();
       return;
     }
