@@ -1,6 +1,7 @@
 #include "apps/nvmf/rdma_transport.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -63,6 +64,30 @@ std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8
 }
 
 // ------------------------------------------------------------------------------------------------ one queue
+
+// A first-in first-out queue of at most `capacity` items, its storage made once: nothing is allocated per command.
+template <class T>
+class BoundedFifo {
+ public:
+  void reserve(uint32_t capacity) { items_.resize(capacity); }
+  [[nodiscard]] bool empty() const { return count_ == 0; }
+  void push(const T& item) {  // the caller keeps to the capacity
+    assert(count_ < items_.size());
+    items_[(head_ + count_++) % items_.size()] = item;
+  }
+  T pop() {
+    assert(count_ != 0);
+    const T item = items_[head_];
+    head_ = (head_ + 1) % static_cast<uint32_t>(items_.size());
+    --count_;
+    return item;
+  }
+
+ private:
+  std::vector<T> items_;
+  uint32_t head_ = 0;
+  uint32_t count_ = 0;
+};
 
 // One NVMe queue pair on one RC connection: a receive per command the host may have outstanding (posted before
 // the accept, as the host may send as soon as it has the REP), and a command slot (SQE copy and data buffer) per
@@ -130,17 +155,14 @@ class RdmaQueue {
   Qp* qp_ = nullptr;
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
-  std::deque<uint32_t> waiting_reads_;  // slots whose RDMA READ waits for the host's responder resources
+  BoundedFifo<uint32_t> waiting_reads_;  // slots whose RDMA READ waits for the host's responder resources
   struct HeldCapsule {
     uint32_t buffer;
     uint32_t length;
   };
-  // Capsules that came while every slot was taken, oldest at held_head_. Their receives stay unposted until a slot
-  // frees, so at most `entries_` (the receives) wait, and a host that ignores the SQ head meets RNR NAKs, not lost
-  // commands. A ring of `entries_` made with the queue: nothing is allocated per command.
-  std::vector<HeldCapsule> held_capsules_;
-  uint32_t held_head_ = 0;
-  uint32_t held_count_ = 0;
+  // Capsules that came while every slot was taken. Their receives stay unposted until a slot frees, so at most
+  // `entries_` (the receives) wait, and a host that ignores the SQ head meets RNR NAKs, not lost commands.
+  BoundedFifo<HeldCapsule> held_capsules_;
   uint32_t reads_outstanding_ = 0;
   uint32_t read_limit_ = 1;
   apps::Request accepted_;
@@ -187,7 +209,8 @@ std::string RdmaQueue::open(uint16_t engine) {
   memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
   if (!memory_) return "no memory for the queue's buffers";
   slots_.resize(slots);
-  held_capsules_.resize(entries_);
+  held_capsules_.reserve(entries_);
+  waiting_reads_.reserve(slots);
   for (uint32_t i = 0; i < slots; ++i) {
     slots_[i].data = memory_.get() + receive_bytes + std::size_t{i} * data_size_;
     free_slots_.push_back(slots - 1 - i);
@@ -254,18 +277,12 @@ bool RdmaQueue::poll(TransportCounters& counters) {
         case Work::kRead:
           --reads_outstanding_;
           run(slot, std::span(slots_[slot].data, slots_[slot].plan.length), counters);
-          while (!waiting_reads_.empty() && reads_outstanding_ < read_limit_) {
-            const uint32_t next = waiting_reads_.front();
-            waiting_reads_.pop_front();
-            post_read(next, counters);
-          }
+          while (!waiting_reads_.empty() && reads_outstanding_ < read_limit_) post_read(waiting_reads_.pop(), counters);
           break;
         case Work::kResponse:
           free_slots_.push_back(slot);
-          if (held_count_ != 0) {
-            const HeldCapsule held = held_capsules_[held_head_];
-            held_head_ = (held_head_ + 1) % entries_;
-            --held_count_;
+          if (!held_capsules_.empty()) {
+            const HeldCapsule held = held_capsules_.pop();
             start_command(held.buffer, held.length, counters);
           }
           break;
@@ -304,9 +321,9 @@ void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& 
   // Every slot taken: the host has the responses of commands whose SENDs we have not yet seen complete (it may
   // send the next command before its ACK reaches us), or it ignored the SQ head. The command waits for a slot,
   // as nvmet gives it a response allocated on the spot; dropping it would leave the host waiting forever.
-  if (free_slots_.empty() || held_count_ != 0) {
+  if (free_slots_.empty() || !held_capsules_.empty()) {
     ++counters.capsules_held;
-    held_capsules_[(held_head_ + held_count_++) % entries_] = {buffer, length};
+    held_capsules_.push({buffer, length});
     return;
   }
   start_command(buffer, length, counters);
@@ -340,7 +357,7 @@ void RdmaQueue::start_command(uint32_t buffer, uint32_t length, TransportCounter
     if (reads_outstanding_ < read_limit_) {
       post_read(slot, counters);
     } else {
-      waiting_reads_.push_back(slot);
+      waiting_reads_.push(slot);
     }
     return;
   }
