@@ -44,7 +44,7 @@ PY
 done
 [ -n "$ready" ] || fail "no traffic seen through uroce-stat: $(cat "$work/stat.err")"
 
-# The JSON: both ports with their queue counters, every engine busy with a mempool in use, the QPs with peers.
+# The JSON: both ports with their queue counters, every engine busy with its mempool, the QPs with peers.
 python3 - "$work/snapshot.json" <<'PY' || fail "the JSON snapshot lacks what the run does"
 import json, sys
 s = json.load(open(sys.argv[1]))
@@ -58,7 +58,8 @@ assert max(p["rx_bytes"] for p in s["ports"]) > 4096 * 1000, s["ports"]  # the W
 assert len(s["engines"]) >= 1
 for e in s["engines"]:
     assert e["total_cycles"] > 0 and 0 < e["busy_share"] <= 1, e
-    assert 0 < e["mempool_in_use"] <= e["mempool_size"], e
+    # In use can be 0 at the instant of the snapshot (every mbuf back in the pool between two bursts).
+    assert e["mempool_size"] > 0 and 0 <= e["mempool_in_use"] <= e["mempool_size"], e
 assert sum(e["rx_packets"] for e in s["engines"]) > 2000
 qps = [q for q in s["qps"] if q["state"] == "RTS"]
 peers = {q["peer"] for q in qps}
