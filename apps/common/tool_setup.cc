@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string_view>
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 
 namespace uroce::apps {
@@ -148,6 +149,12 @@ std::optional<uint64_t> parse_number(const char* tool, std::string_view option, 
     return std::nullopt;
   }
   return v;
+}
+
+std::string ip_text(const config::IpAddress& ip) {
+  char buffer[INET6_ADDRSTRLEN] = {};
+  inet_ntop(ip.is_v6 ? AF_INET6 : AF_INET, ip.bytes.data(), buffer, sizeof buffer);
+  return buffer;
 }
 
 sockaddr_storage to_sockaddr(const config::IpAddress& ip) {

@@ -63,6 +63,8 @@ struct ToolConfig {
 
 // The port's first address as a socket address (port number 0), for UroceConnectAttributes.
 [[nodiscard]] sockaddr_storage to_sockaddr(const config::IpAddress& ip);
+// The address as text: "198.18.0.1", "fd00::1".
+[[nodiscard]] std::string ip_text(const config::IpAddress& ip);
 
 // The RoCEv2 GID of an address: IPv6 as is, IPv4 mapped (::ffff:a.b.c.d), rocev2.md §1.5.
 [[nodiscard]] std::array<uint8_t, 16> gid_of(const config::IpAddress& ip);

@@ -24,8 +24,6 @@
 #include <variant>
 #include <vector>
 
-#include <arpa/inet.h>
-
 #include "api/ndk.h"
 #include "apps/common/cm_connection.h"
 #include "apps/common/tool_setup.h"
@@ -240,12 +238,6 @@ std::optional<Options> parse(int argc, char** argv) {
   if (!o.in_process && (!o.file.empty() || o.file_size_mb != 0))
     return complain("--file goes with --in-process"), std::nullopt;
   return o;
-}
-
-std::string text_of(const config::IpAddress& ip) {
-  char buffer[INET6_ADDRSTRLEN] = {};
-  inet_ntop(ip.is_v6 ? AF_INET6 : AF_INET, ip.bytes.data(), buffer, sizeof buffer);
-  return buffer;
 }
 
 // uroce's target in this process: a thread polls it while the initiator connects and disconnects; during the
@@ -594,7 +586,7 @@ int run(const Options& o, const config::Config& cfg, std::size_t port, Adapter& 
                  "--in-process needs two ports with addresses (the initiator uses the first, the target the last)"),
              2;
     }
-    if (traddr.empty()) traddr = text_of(cfg.ports.back().addresses.front());
+    if (traddr.empty()) traddr = apps::ip_text(cfg.ports.back().addresses.front());
     if (!(target = InProcessTarget::start(adapter, o, traddr, error))) return complain(error), 1;
   }
   HostControllerOptions h;

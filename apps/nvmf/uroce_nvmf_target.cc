@@ -18,8 +18,6 @@
 #include <thread>
 #include <variant>
 
-#include <arpa/inet.h>
-
 #include "api/ndk.h"
 #include "apps/common/cm_connection.h"
 #include "apps/common/progress.h"
@@ -55,12 +53,6 @@ std::optional<std::string> read_file(const std::string& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-std::string text_of(const config::IpAddress& ip) {
-  char buffer[INET6_ADDRSTRLEN] = {};
-  inet_ntop(ip.is_v6 ? AF_INET6 : AF_INET, ip.bytes.data(), buffer, sizeof buffer);
-  return buffer;
 }
 
 }  // namespace
@@ -117,7 +109,7 @@ int main(int argc, char** argv) {
   const config::PortConfig& port = tool->config.ports[tool->port];
   std::vector<sockaddr_storage> listen;
   for (const ListenAddress& l : nvmf.listen) {
-    const std::string address = l.address.empty() ? text_of(port.addresses.front()) : l.address;
+    const std::string address = l.address.empty() ? apps::ip_text(port.addresses.front()) : l.address;
     const std::optional<sockaddr_storage> s = apps::parse_socket_address(address, l.port);
     if (!s) return std::fprintf(stderr, "%s: nvmf.listen: '%s' is not an IP address\n", kTool, address.c_str()), 2;
     listen.push_back(*s);

@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -47,9 +46,7 @@ class RdmaTransportTest : public ApiTest {
     ns.backend = make_ram_backend(1 << 20);
     sub.namespaces.push_back(ns);
     config.subsystems.push_back(sub);
-    std::array<char, INET_ADDRSTRLEN> text{};
-    ::inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&target_address_)->sin_addr, text.data(), text.size());
-    config.ports.push_back(PortAddress{false, text.data(), kPort});
+    config.ports.push_back(PortAddress{false, apps::ip_text(c.ports[1].addresses.front()), kPort});
     ASSERT_FALSE(NvmfTarget::validate(config).has_value());
     target_ = std::make_unique<NvmfTarget>(config);
     std::string error;
