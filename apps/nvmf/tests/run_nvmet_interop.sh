@@ -54,6 +54,9 @@ nvmet_setup() {
     ln -s $NVMET/subsystems/$NQN $NVMET/ports/1/subsystems/$NQN &&
     dmesg | tail -2" >"$OUT/nvmet-setup.log" 2>&1
 }
+# A guest rebooted under a case (harness_case) comes back without the subsystem.
+# shellcheck disable=SC2034 # read by harness.sh's harness_reboot
+HARNESS_AFTER_REBOOT=nvmet_setup
 nvmet_cleanup() {
   if [ "$nvmet_set_up" = 1 ]; then g "$NVMET_TEARDOWN" >/dev/null 2>&1 || true; fi
   harness_cleanup
@@ -118,7 +121,7 @@ for pmtu in $PMTUS; do
   [ "$pmtu" = 1024 ] && depths=$DEPTHS_1024
   for depth in $depths; do
     for workload in $WORKLOADS; do
-      run_case "$pmtu" "$depth" "$workload" || {
+      harness_case run_case "$pmtu" "$depth" "$workload" || {
         failures=$((failures + 1))
         summary+=("FAIL PMTU $pmtu QD $depth $workload: the case could not run")
       }

@@ -28,15 +28,29 @@ harness_require
 g() { "$TOOLS/exec.sh" g1 --timeout "${G_TIMEOUT:-120}" "$@"; }
 
 # One step of a case: its output goes to the case's guest log; a failure is remembered with the step's name.
+# G_WATCH=SECONDS runs a long step under guest_run_watched. Once the guest's NIC has hung (guest_nic_hung), the
+# case's remaining steps are skipped: harness_case reruns the case on a fresh guest.
 step() {
-  local what=$1
+  local what=$1 rc=0
   shift
-  echo "### $what: $*" >>"$glog"
-  if ! g "$*" >>"$glog" 2>&1; then
-    log "  step failed: $what"
-    failed_steps+=" $what"
+  if [ "$guest_hung" = 1 ]; then
+    failed_steps+=" $what(skipped)"
     return 1
   fi
+  echo "### $what: $*" >>"$glog"
+  if [ -n "${G_WATCH:-}" ]; then
+    guest_run_watched "$G_WATCH" "$*" >>"$glog" 2>&1 || rc=$?
+  else
+    g "$*" >>"$glog" 2>&1 || rc=$?
+  fi
+  [ "$rc" = 0 ] && return 0
+  log "  step failed: $what"
+  failed_steps+=" $what"
+  if [ "$rc" = 125 ] || guest_nic_hung >>"$glog"; then
+    log "  the guest's NIC has hung: skipping the case's other steps"
+    guest_hung=1
+  fi
+  return 1
 }
 
 # The guest's block device of our subsystem, once connected.
@@ -51,6 +65,7 @@ run_case() {
   local pcap="$OUT/$name.pcap" ulog="$OUT/$name.uroce.log"
   glog="$OUT/$name.guest.log"
   failed_steps=""
+  guest_hung=0
   local urc=0 crc=0 notes=""
   log "case $name"
   "$TOOLS/capture.sh" start "$pcap" rxetap1 'udp port 4791 or arp' >/dev/null 2>&1 ||
@@ -66,7 +81,7 @@ run_case() {
     [ -n "$dev" ] || { failed_steps+=" no-device"; log "  no block device appeared"; }
   fi
   if [ -n "$dev" ]; then
-    G_TIMEOUT=600 step fio "fio --name=verify --filename=/dev/$dev --ioengine=libaio --direct=1 --bs=4k \
+    G_WATCH=600 step fio "fio --name=verify --filename=/dev/$dev --ioengine=libaio --direct=1 --bs=4k \
       --iodepth=16 --numjobs=2 --size=$FIO_SIZE --offset_increment=$FIO_SIZE --rw=randrw --rwmixread=50 \
       --verify=crc32c --verify_fatal=1 --verify_backlog=256 --group_reporting"
     # ext4 where the guest has e2fsprogs; the rxe-peer image has only util-linux's mkfs.minix (and the module).
@@ -75,12 +90,13 @@ run_case() {
       for i in 1 2 3 4; do head -c \$((i * $FILE_BYTES)) /dev/urandom >/mnt/nvmf/f\$i; done &&
       (cd /mnt/nvmf && sha256sum f* >/tmp/nvmf.sha256) && umount /mnt/nvmf"
     step disconnect "nvme disconnect -n $NQN"
-    step reconnect "nvme connect -t rdma -a $UROCE_IP -s 4420 -n $NQN -i 2 -Q $qsize -k 5"
-    for _ in $(seq 50); do dev=$(device_of); [ -n "$dev" ] && break; sleep 0.2; done
+    step reconnect "nvme connect -t rdma -a $UROCE_IP -s 4420 -n $NQN -i 2 -Q $qsize -k 5" &&
+      for _ in $(seq 50); do dev=$(device_of); [ -n "$dev" ] && break; sleep 0.2; done
     step files-survive "mount /dev/$dev /mnt/nvmf && (cd /mnt/nvmf && sha256sum -c /tmp/nvmf.sha256) && umount /mnt/nvmf"
     step disconnect-again "nvme disconnect -n $NQN"
   fi
-  g "nvme disconnect -n $NQN >/dev/null 2>&1; umount /mnt/nvmf 2>/dev/null; true" >/dev/null 2>&1
+  # (A guest whose NIC hung is rebooted instead.)
+  [ "$guest_hung" = 1 ] || g "nvme disconnect -n $NQN >/dev/null 2>&1; umount /mnt/nvmf 2>/dev/null; true" >/dev/null 2>&1
   kill -TERM "$uroce_pid" 2>/dev/null
   wait "$uroce_pid" || urc=$?
   uroce_pid=""
@@ -101,6 +117,6 @@ run_case() {
 start=$SECONDS
 for pmtu in $PMTUS; do
   harness_for_cases "$pmtu" || continue
-  for qsize in $QUEUE_SIZES; do run_case "$pmtu" "$qsize"; done
+  for qsize in $QUEUE_SIZES; do harness_case run_case "$pmtu" "$qsize"; done
 done
 harness_summary "uroce-nvmf-target <-> Linux nvme-rdma host: interop summary, $((SECONDS - start)) s"

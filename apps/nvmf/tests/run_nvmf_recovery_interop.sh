@@ -274,6 +274,6 @@ run_case() {
 
 start=$SECONDS
 if harness_for_cases "$PMTU"; then
-  for c in restart-reconnect restart-live keep-alive; do run_case "$c"; done
+  for c in restart-reconnect restart-live keep-alive; do harness_case run_case "$c"; done
 fi
 harness_summary "uroce-nvmf-target recovery <-> Linux nvme-rdma host: interop summary, $((SECONDS - start)) s"

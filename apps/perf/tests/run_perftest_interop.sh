@@ -202,12 +202,12 @@ for pmtu in $PMTUS; do
   harness_for_cases "$pmtu" || continue
   for test in $TESTS; do
     for role in server client; do
-      run_case "$test" "$role" "$pmtu"
+      harness_case run_case "$test" "$role" "$pmtu"
     done
   done
   for test in $RDMA_CM_TESTS; do
     for role in server client; do
-      run_case "$test" "$role" "$pmtu" -R
+      harness_case run_case "$test" "$role" "$pmtu" -R
     done
   done
 done
@@ -217,7 +217,7 @@ if [ -n "$LARGE_TESTS" ] && harness_for_cases 1024; then
   SIZE=${INTEROP_LARGE_SIZE:-65537} BW_ITERS=${INTEROP_LARGE_ITERS:-30} CASE_SUFFIX=-large MAX_RETRANSMIT_PERCENT=1
   for test in $LARGE_TESTS; do
     for role in server client; do
-      run_case "$test" "$role" 1024
+      harness_case run_case "$test" "$role" 1024
     done
   done
 fi

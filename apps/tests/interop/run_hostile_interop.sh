@@ -139,7 +139,7 @@ run_attack() {
 
 # run_attack collects every status itself (set -e does not reach into a function called before ||).
 if harness_for "$PMTU"; then
-  run_attack || { failures=$((failures + 1)); summary+=("FAIL $NAME: could not start (see above)"); }
+  harness_case run_attack || { failures=$((failures + 1)); summary+=("FAIL $NAME: could not start (see above)"); }
 else
   failures=$((failures + 1))
   summary+=("FAIL harness for PMTU $PMTU did not come up")

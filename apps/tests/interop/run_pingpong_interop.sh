@@ -114,7 +114,7 @@ for pmtu in $PMTUS; do
   [ "$pmtu" = 4096 ] && sizes="4096 1025 5000"
   for size in $sizes; do
     for role in server client; do
-      run_case "$role" "$pmtu" "$size" "$ITERS"
+      harness_case run_case "$role" "$pmtu" "$size" "$ITERS"
     done
   done
   if [ "$pmtu" = 1024 ] && [ "${INTEROP_EXTRA:-1}" = 1 ]; then
@@ -123,8 +123,8 @@ for pmtu in $PMTUS; do
     # reorders 2% of what it receives, so uroce NAKs sequence errors to rxe, sees duplicates, and retries
     # on timeouts.
     for role in server client; do
-      run_case "$role" 1024 4096 20 rnr "--rnr-delay 300"
-      run_case "$role" 1024 5000 "$ITERS" faults "--set faults.loss=0.02 --set faults.reorder=0.02 --set faults.duplicate=0.02 --set faults.seed=$RANDOM"
+      harness_case run_case "$role" 1024 4096 20 rnr "--rnr-delay 300"
+      harness_case run_case "$role" 1024 5000 "$ITERS" faults "--set faults.loss=0.02 --set faults.reorder=0.02 --set faults.duplicate=0.02 --set faults.seed=$RANDOM"
     done
   fi
 done

@@ -207,14 +207,14 @@ for pmtu in $PMTUS; do
   sizes="64 5000"
   [ "$pmtu" = 4096 ] && sizes="64 16384"
   for size in $sizes; do
-    for role in server client; do run_case "$role" "$pmtu" "$size"; done
+    for role in server client; do harness_case run_case "$role" "$pmtu" "$size"; done
   done
   if [ "$pmtu" = 1024 ]; then
-    run_case refused-client 1024 64
-    run_case refused-server 1024 64
-    run_case cycles-client 1024 64
-    run_case lossy-client 1024 64
-    run_case lossy-server 1024 64
+    harness_case run_case refused-client 1024 64
+    harness_case run_case refused-server 1024 64
+    harness_case run_case cycles-client 1024 64
+    harness_case run_case lossy-client 1024 64
+    harness_case run_case lossy-server 1024 64
   fi
 done
 
