@@ -89,6 +89,15 @@ class HostilePeer : public ::testing::Test {
 
   void TearDown() override {
     if (victim) victim->release();  // the QP goes first, on its engine, then its memory
+    // What the victim sent before its release may still be on its way: in its engine's TX batch, on the ring
+    // link (which delivers to the sending engine's queue) or in the redirect ring to engine 0, which owns the
+    // recorder. Each call runs between two loop iterations, so three calls on the victim's engine let two full
+    // iterations pass (flush, then receive and redirect) and two on engine 0 one more (deliver). Without this a
+    // late reply reaches the next test's recorder, as an answer to a frame it forged.
+    if (world->ok()) {
+      for (const EngineId e : {kVictimEngine, kVictimEngine, kVictimEngine, EngineId{0}, EngineId{0}})
+        EXPECT_TRUE(dp().engine(e).call([](EngineContext&) {}).ok());
+    }
     for (GuardedRegion* r : regions()) EXPECT_TRUE(r->guards_intact()) << "a byte outside a registered range changed";
     for (GuardedRegion* r : regions()) r->release();
   }
