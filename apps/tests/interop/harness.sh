@@ -184,8 +184,9 @@ guest_reaches_host() {
 # Succeeds, printing the guest kernel's report, when guest g1's virtio NIC has stopped transmitting for good: it
 # cannot reach the namespace's address and its kernel's netdev watchdog has fired ("NETDEV WATCHDOG: ...
 # transmit queue 0 timed out", "virtio_net ... TX timeout on queue"). Seen once in CI under TCG (the stall
-# lasted 388 s, until the end of the run): QEMU stopped taking frames from the guest's TX ring while the guest
-# ran on. That ring lies between the guest's kernel and QEMU; uroce only sees what comes out of it.
+# lasted 388 s, until the end of the run): the guest's TX ring stopped moving, in QEMU's virtio-net or in the
+# guest's driver, while the guest ran on. That ring lies between the guest's kernel and QEMU; uroce only sees
+# what comes out of it.
 guest_nic_hung() {
   local report
   guest_reaches_host && return 1
