@@ -199,23 +199,22 @@ guest_nic_hung() {
 # returning its status, but looks at the guest's NIC every 30 s and gives up at once (status 125) when it has
 # hung, instead of waiting out a long step (fio) on a guest that can no longer answer.
 guest_run_watched() {
-  local limit=$1 id rc
+  local limit=$1 id rc out report
   shift
   local end=$((SECONDS + limit))
   id=$("$TOOLS/exec.sh" g1 --bg "$*") || return 1
   while :; do
+    # The job's output: all of it once it has ended, what it wrote so far when the wait timed out (status 124).
     rc=0
-    "$TOOLS/exec.sh" g1 --wait "$id" --timeout 30 >/dev/null 2>&1 || rc=$?
+    out=$("$TOOLS/exec.sh" g1 --wait "$id" --timeout 30 2>/dev/null) || rc=$?
     if [ "$rc" != 124 ]; then
-      "$TOOLS/exec.sh" g1 --wait "$id" --timeout 5
-      return
+      printf '%s\n' "$out"
+      return "$rc"
     fi
     if [ "$SECONDS" -ge "$end" ]; then
-      echo "timeout after $limit s; output so far:"
-      "$TOOLS/exec.sh" g1 --wait "$id" --timeout 0 2>&1 | grep -v 'timeout after'
+      printf 'timeout after %s s; output so far:\n%s\n' "$limit" "$out"
       return 124
     fi
-    local report
     if report=$(guest_nic_hung); then
       echo "the guest's NIC has hung (its kernel: \"$report\"); given up"
       return 125
