@@ -150,6 +150,8 @@ struct CongestionConfig {
   // Per QP: request packets in flight are capped at this many bytes' worth of path-MTU packets (IRN's BDP cap),
   // so a slow receiver meets a bounded burst, not a whole send queue of go-back-N; 0 = no cap.
   uint32_t max_bytes_in_flight = 1u << 20;
+  // Slow restart under that cap: a loss halves a QP's window, acknowledged windows grow it back one packet each.
+  bool slow_restart = true;
   bool ecn = true;  // send RoCE packets ECN-capable (ECT(0)), so congested switches mark them instead of dropping
   NotificationPointConfig notification_point;
   ReactionPointConfig reaction_point;

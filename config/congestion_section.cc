@@ -36,7 +36,7 @@ constexpr std::array<Field<ReactionPointConfig>, 15> kReactionPointFields = {{
     {"rate_to_set_on_first_cnp_mbps", integer<&ReactionPointConfig::rate_to_set_on_first_cnp_mbps, 0, kMaxRateMbps>()},
 }};
 
-constexpr std::array<Field<CongestionConfig>, 4> kCongestionFields = {{
+constexpr std::array<Field<CongestionConfig>, 5> kCongestionFields = {{
     // 0 = no cap; otherwise at least one packet of the smallest path MTU.
     {"max_bytes_in_flight",
      [](Reader& r, const YAML::Node& node, const std::string& key, CongestionConfig& out) {
@@ -49,6 +49,7 @@ constexpr std::array<Field<CongestionConfig>, 4> kCongestionFields = {{
        }
        out.max_bytes_in_flight = static_cast<uint32_t>(*v);
      }},
+    {"slow_restart", boolean<&CongestionConfig::slow_restart>()},
     {"ecn", boolean<&CongestionConfig::ecn>()},
     {"notification_point",
      [](Reader& r, const YAML::Node& node, const std::string& key, CongestionConfig& out) {

@@ -88,6 +88,7 @@ constexpr NamedCounter<T> kTransportCounters[] = {
     {"np_ecn_marked_roce_packets", &T::np_ecn_marked_roce_packets},
     {"rp_cnp_ignored", &T::rp_cnp_ignored},
     {"tx_paced", &T::tx_paced},
+    {"roce_slow_restart", &T::roce_slow_restart},
 };
 
 using P = PortCounters;

@@ -78,6 +78,7 @@ struct TransportCounters {
   Counter np_ecn_marked_roce_packets;  // RoCE packets that arrived CE-marked
   Counter rp_cnp_ignored;              // CNPs for a QP without rate control
   Counter tx_paced;                    // times the DCQCN pacer held a QP's packet back
+  Counter roce_slow_restart;           // losses that halved a QP's in-flight window (congestion.slow_restart)
 };
 
 struct EngineCounters {

@@ -373,6 +373,7 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
   add(t.rp_cnp_handled, now.rp_cnp_handled, was.rp_cnp_handled);
   add(t.rp_cnp_ignored, now.rp_cnp_ignored, was.rp_cnp_ignored);
   add(t.tx_paced, now.tx_paced, was.tx_paced);
+  add(t.roce_slow_restart, now.roce_slow_restart, was.roce_slow_restart);
 }
 
 }  // namespace uroce::dataplane

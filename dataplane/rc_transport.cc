@@ -103,6 +103,7 @@ static void set_congestion_control(proto::RcQpAttributes& attrs, const config::C
                                    const Port& port) {
   attrs.max_packets_in_flight =
       congestion.max_bytes_in_flight == 0 ? 0 : std::max(1u, congestion.max_bytes_in_flight / attrs.path_mtu);
+  attrs.slow_restart = congestion.slow_restart;
   const config::NotificationPointConfig& np = congestion.notification_point;
   attrs.notify_congestion = np.enabled;
   attrs.min_time_between_cnps_ns = np.min_time_between_cnps_us * 1000;
@@ -436,6 +437,8 @@ std::optional<QpReport> RcTransport::report_qp(uint32_t qpn) {
                       {"retransmitted_packets", c.retransmitted_packets},
                       {"local_ack_timeout_err", c.local_ack_timeout_err},
                       {"packet_seq_err", c.packet_seq_err},
+                      {"roce_slow_restart", c.roce_slow_restart},
+                      {"window_packets", state.window_packets()},
                       {"out_of_sequence", c.out_of_sequence},
                       {"duplicate_request", c.duplicate_request},
                       {"rcvd_rnr_err", c.rnr_nak_received},

@@ -240,6 +240,28 @@ void RcQp::on_lost_response() noexcept {
   if (!retry_pending_) retry_or_fail(CompletionStatus::kRetryExceeded);
 }
 
+// Slow restart: a loss halves the window under the in-flight cap. Go-back-N resends everything from the lost packet;
+// a receiver that dropped it because its buffer was full would otherwise meet the same burst again, behind the stale
+// packets still queued ahead of it, and drop again. The window, not what happened to be in flight, is halved: a QP
+// that lost its only packet keeps half its window for the next burst instead of collapsing to one packet. Called
+// once per loss (a go-back-N pass ignores the further sequence NAKs of the same gap), never for an RNR NAK.
+void RcQp::slow_restart() noexcept {
+  if (!attrs_.slow_restart || window_packets_ == 0) return;
+  window_packets_ = std::max(1u, window_packets_ / 2);
+  window_growth_ = 0;
+  ++counters_.roce_slow_restart;
+}
+
+// Additive increase (from set_unacked, while the window is below the cap): one packet more each time a whole
+// window's worth has been acknowledged, i.e. about one per round trip.
+void RcQp::grow_window(uint32_t acknowledged) noexcept {
+  window_growth_ += acknowledged;
+  while (window_growth_ >= window_packets_ && window_packets_ < attrs_.max_packets_in_flight) {
+    window_growth_ -= window_packets_;
+    ++window_packets_;
+  }
+}
+
 void RcQp::retry_or_fail(CompletionStatus exhausted) noexcept {
   // retry_count 7 is seven retries in the IBTA (rxe treats it as infinite; we follow the spec).
   if (retries_left_ == 0) {
@@ -248,6 +270,7 @@ void RcQp::retry_or_fail(CompletionStatus exhausted) noexcept {
     return;
   }
   --retries_left_;
+  slow_restart();
   go_back_n();
   restart_timer();
 }

@@ -132,6 +132,8 @@ class RcQp {
   // The PSNs `rdma resource show qp` reports (for telemetry): sq_psn, the oldest unacknowledged, rq_psn.
   [[nodiscard]] Psn next_send_psn() const noexcept { return next_psn_; }
   [[nodiscard]] Psn oldest_unacked_psn() const noexcept { return unacked_psn_; }
+  // The cap on request packets in flight now: attributes().max_packets_in_flight, less what slow restart took.
+  [[nodiscard]] uint32_t window_packets() const noexcept { return window_packets_; }
   [[nodiscard]] Psn expected_receive_psn() const noexcept { return expected_psn_; }
   // The oldest WQE index not yet retired: slots before it may be reused by the
   // application (the SQ consumer index the owner publishes).
@@ -194,6 +196,8 @@ class RcQp {
   void on_lost_response() noexcept;
   void restart_timer() noexcept;
   void set_unacked(Psn psn) noexcept;
+  void slow_restart() noexcept;
+  void grow_window(uint32_t acknowledged) noexcept;
   // Copies `length` bytes between `buffer` and a scatter/gather list, starting `offset` bytes into the list
   // (`into_sges`: from the buffer into the list's memory). SGEs whose bit is set in `paged` go through
   // RcEnv::copy_paged; a paged SGE that no longer passes its checks is skipped (and a gather zero-fills it).
@@ -272,6 +276,8 @@ class RcQp {
   Psn unacked_psn_{};         // oldest PSN not yet acknowledged (or answered)
   Psn resend_limit_psn_{};    // packets before this PSN were sent before: counted as retransmissions
   uint32_t packets_since_ack_req_ = 0;
+  uint32_t window_packets_ = 0;  // request packets allowed in flight (0: no cap); below the cap after a loss
+  uint32_t window_growth_ = 0;   // packets acknowledged toward the window's next packet
   uint8_t reads_in_flight_ = 0;
   uint8_t retries_left_ = 0;
   uint8_t rnr_retries_left_ = 0;
@@ -335,6 +341,8 @@ inline uint32_t RcQp::packets_for(uint32_t length) const noexcept {
 // with, so it moves along: outstanding PSNs are bounded far below 2^23, so after this
 // every comparison in sent_limit() is meaningful however long the QP runs.
 inline void RcQp::set_unacked(Psn psn) noexcept {
+  if (window_packets_ < attrs_.max_packets_in_flight) [[unlikely]]
+    grow_window(static_cast<uint32_t>(distance(psn, unacked_psn_)));
   unacked_psn_ = psn;
   if (is_after(psn, resend_limit_psn_)) resend_limit_psn_ = psn;
 }

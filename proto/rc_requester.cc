@@ -57,6 +57,8 @@ void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, c
   sq_oldest_ = sq_next_ = env->send_queue_tail();
   send_offset_ = 0;
   next_psn_ = unacked_psn_ = resend_limit_psn_ = attrs.send_psn;
+  window_packets_ = attrs.max_packets_in_flight;
+  window_growth_ = 0;
   expected_psn_ = attrs.receive_psn;
   retries_left_ = attrs.retry_count;
   rnr_retries_left_ = attrs.rnr_retry;
@@ -148,12 +150,10 @@ unsigned RcQp::send(unsigned budget) noexcept {
   return sent + executed;
 }
 
-// The windows every request packet passes, first transmission or not: the cap on packets in flight and the
-// DCQCN pacer (rocev2.md §7). A QP held by either waits for an ACK, or for pace_deadline_ns_.
+// The windows every request packet passes, first transmission or not: the cap on packets in flight (as slow restart
+// left it) and the DCQCN pacer (rocev2.md §7). A QP held by either waits for an ACK, or for pace_deadline_ns_.
 bool RcQp::may_send_packet() noexcept {
-  if (attrs_.max_packets_in_flight != 0 &&
-      distance(next_psn_, unacked_psn_) >= static_cast<int32_t>(attrs_.max_packets_in_flight))
-    return false;
+  if (window_packets_ != 0 && distance(next_psn_, unacked_psn_) >= static_cast<int32_t>(window_packets_)) return false;
   if (!rate_.limited()) [[likely]]
     return true;
   pace_now_ns_ = env_->now_ns();  // charged by on_sent() with the same reading: one clock read per packet
@@ -235,8 +235,8 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   const Opcode op = send_opcode(w, first, last);
   // rocev2.md §4.3: the last packet, and every N packets; and the packet that fills the in-flight cap, or a
   // responder that ACKs only on AckReq (rxe) would leave the window shut until the retransmission timer.
-  const bool fills_window = attrs_.max_packets_in_flight != 0 &&
-                            distance(next_psn_ + 1, unacked_psn_) >= static_cast<int32_t>(attrs_.max_packets_in_flight);
+  const bool fills_window =
+      window_packets_ != 0 && distance(next_psn_ + 1, unacked_psn_) >= static_cast<int32_t>(window_packets_);
   if (last || fills_window || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
     flags |= kBthAckReq;
     packets_since_ack_req_ = 0;

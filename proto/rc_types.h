@@ -152,6 +152,11 @@ struct RcQpAttributes {
   // response packets); 0 = no cap. A slow or lossy receiver then meets a bounded burst, not a whole window of
   // go-back-N (IRN's BDP flow control).
   uint32_t max_packets_in_flight = 0;
+  // Slow restart (NVIDIA's name, the roce_slow_restart counter): a loss (a PSN sequence NAK, an implied NAK or an
+  // ACK timeout) halves the window under that cap, and acknowledged packets grow it back by one packet per window
+  // (TCP Reno's AIMD), so a receiver that drops what it cannot buffer meets half the burst on the resend, not the
+  // same one. Needs a cap (max_packets_in_flight != 0).
+  bool slow_restart = true;
   // Notification point: answer CE-marked packets with a CNP to the peer's QP, at most one per interval.
   bool notify_congestion = false;
   uint32_t min_time_between_cnps_ns = 4'000;
@@ -205,9 +210,10 @@ struct RcCounters {
   // Congestion control, named as mlx5 names them.
   uint64_t np_ecn_marked_roce_packets = 0;  // packets that arrived CE-marked
   uint64_t np_cnp_sent = 0;
-  uint64_t rp_cnp_handled = 0;  // CNPs that cut the QP's rate (or would have, inside the monitor period)
-  uint64_t rp_cnp_ignored = 0;  // CNPs for a QP without rate control, or not yet able to send
-  uint64_t tx_paced = 0;        // times the pacer held a packet back
+  uint64_t rp_cnp_handled = 0;     // CNPs that cut the QP's rate (or would have, inside the monitor period)
+  uint64_t rp_cnp_ignored = 0;     // CNPs for a QP without rate control, or not yet able to send
+  uint64_t tx_paced = 0;           // times the pacer held a packet back
+  uint64_t roce_slow_restart = 0;  // losses that halved the in-flight window (RcQpAttributes::slow_restart)
 };
 
 }  // namespace uroce::proto

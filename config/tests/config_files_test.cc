@@ -191,6 +191,7 @@ TEST(Config, ReadmeTableListsEveryKeyAndEachIsKnown) {
                                           "rdma.max_dest_rd_atomic",
                                           "rdma.udp_source_port_base",
                                           "congestion.max_bytes_in_flight",
+                                          "congestion.slow_restart",
                                           "congestion.ecn",
                                           "congestion.notification_point.enabled",
                                           "congestion.notification_point.min_time_between_cnps_us",

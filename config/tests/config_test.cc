@@ -164,12 +164,14 @@ capture:
 TEST(Config, CongestionReadsEveryKey) {
   const Config d = load_valid(doc(""));
   EXPECT_EQ(d.congestion.max_bytes_in_flight, 1u << 20);
+  EXPECT_TRUE(d.congestion.slow_restart);
   EXPECT_TRUE(d.congestion.ecn);
   EXPECT_TRUE(d.congestion.notification_point.enabled);
   EXPECT_TRUE(d.congestion.reaction_point.enabled);
   const Config c = load_valid(doc(R"(
 congestion:
   max_bytes_in_flight: 0
+  slow_restart: false
   ecn: false
   notification_point: {enabled: false, min_time_between_cnps_us: 50, cnp_dscp: 26}
   reaction_point:
@@ -190,6 +192,7 @@ congestion:
 )"));
   const CongestionConfig& g = c.congestion;
   EXPECT_EQ(g.max_bytes_in_flight, 0u);
+  EXPECT_FALSE(g.slow_restart);
   EXPECT_FALSE(g.ecn);
   EXPECT_FALSE(g.notification_point.enabled);
   EXPECT_EQ(g.notification_point.min_time_between_cnps_us, 50u);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <string_view>
 
 #include "dataplane/tests/rc_players.h"
 
@@ -120,6 +121,83 @@ TEST(CongestionLoopback, WithoutEcnNothingIsMarkedAndWithoutTheReactionPointCnps
   EXPECT_EQ(ignored.cnps_ignored, ignored.cnps_sent);
   EXPECT_EQ(ignored.cnps_handled, 0u);
   EXPECT_EQ(ignored.paced, 0u);
+}
+
+struct SlowReceiverResult {
+  uint64_t dropped = 0, retransmitted = 0, losses = 0, slow_restarts = 0, window = 0;
+};
+
+// One QP writes 2 MiB through a bottleneck whose 64 KiB buffer holds far less than the default in-flight cap (1 MiB:
+// 1024 packets at PMTU 1024), with no ECN marking: the bottleneck drops what does not fit, the receiver NAKs the
+// gap, and the sender goes back N. 50 Mb/s is slower than any sender, so the buffer overflows on any machine.
+SlowReceiverResult write_through_small_buffer(bool slow_restart) {
+  config::Config c = loopback_config();
+  c.faults.bottleneck.rate_mbps = 50;
+  c.faults.bottleneck.buffer_bytes = 64 * 1024;
+  c.congestion.slow_restart = slow_restart;
+  RcWorld world(c);
+  EXPECT_TRUE(world.ok()) << world.error();
+  if (!world.ok()) return {};
+  auto [a, b] = world.connected_pair(1024);
+  EXPECT_TRUE(a && b) << world.error();
+  if (a == nullptr || b == nullptr) return {};
+  constexpr uint32_t kWrites = 32, kSize = 64 * 1024;
+  fill_pattern(a->buffer, kSize * kWrites, 7);
+  for (uint64_t k = 0; k < kWrites; ++k) {
+    auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
+    w.remote_addr = b->remote_addr(k * kSize);
+    w.rkey = b->rkey();
+    a->post(w);
+  }
+  for (uint32_t k = 0; k < kWrites; ++k) {
+    const auto done = a->wait_send_completion();
+    EXPECT_TRUE(done);
+    if (!done) return {};
+    EXPECT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
+  }
+  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  // The sender's own counters, as telemetry reports them (read on its engine).
+  const auto report = world.transport().report_qp(a->qp()->qpn().value());
+  EXPECT_TRUE(report);
+  if (!report) return {};
+  const auto number = [&](std::string_view name) {
+    for (const auto& [key, value] : report->numbers)
+      if (key == name) return value;
+    ADD_FAILURE() << "no " << name << " in the QP report";
+    return uint64_t{0};
+  };
+  SlowReceiverResult r;
+  r.dropped = sum_engine(world.dataplane(), &EngineCounters::bottleneck_dropped);
+  r.retransmitted = number("retransmitted_packets");
+  r.losses = number("packet_seq_err") + number("local_ack_timeout_err");
+  r.slow_restarts = number("roce_slow_restart");
+  r.window = number("window_packets");
+  world.destroy(a, b);
+  return r;
+}
+
+// congestion.slow_restart A/B: each loss halves the window, so the resends stop overflowing the buffer; without it,
+// every go-back-N sends the whole 1024-packet window into it again.
+TEST(CongestionLoopback, SlowRestartShrinksTheWindowToWhatTheReceiverCanBuffer) {
+  const SlowReceiverResult off = write_through_small_buffer(false);
+  const SlowReceiverResult on = write_through_small_buffer(true);
+  std::printf(
+      "2048 packets through a 64 KiB buffer: slow restart off: %llu dropped, %llu resent; on: %llu dropped, "
+      "%llu resent, %llu slow restarts\n",
+      static_cast<unsigned long long>(off.dropped), static_cast<unsigned long long>(off.retransmitted),
+      static_cast<unsigned long long>(on.dropped), static_cast<unsigned long long>(on.retransmitted),
+      static_cast<unsigned long long>(on.slow_restarts));
+  EXPECT_GT(off.dropped, 0u);
+  EXPECT_GT(off.retransmitted, 0u);
+  EXPECT_EQ(off.slow_restarts, 0u);
+  EXPECT_EQ(off.window, 1024u);
+  EXPECT_GT(on.dropped, 0u);
+  EXPECT_GE(on.slow_restarts, 1u);
+  EXPECT_LE(on.slow_restarts, on.losses);  // once per loss at most (a go-back-N pass ignores its gap's other NAKs)
+  EXPECT_LT(on.window, 1024u);             // 2048 packets grow a halved window back by at most a few packets
+  // The first overflow is the same in both runs; after it, the halved windows drop and resend less.
+  EXPECT_LT(on.dropped, off.dropped);
+  EXPECT_LT(on.retransmitted, off.retransmitted);
 }
 
 }  // namespace

@@ -225,6 +225,95 @@ TEST(CongestionWire, ThePacketThatFillsTheWindowAsksForAnAck) {
   }
 }
 
+// Slow restart against a receiver that drops what it cannot buffer: B holds 24 frames and takes 8 a round, A sends
+// up to 32 a round under a cap of 64 packets, so a full window always overflows B. Every loss is a go-back-N of the
+// window; without slow restart each resend meets the same overflow.
+struct SlowReceiverRun {
+  RcCounters sender;
+  uint64_t overflowed = 0;
+  uint32_t smallest_window = 0;
+  int32_t most_over_window = 0;  // the most packets in flight beyond the window at any point (should stay <= 0)
+};
+
+SlowReceiverRun write_into_slow_receiver(bool slow_restart, SimNetwork* keep = nullptr) {
+  RcQpAttributes attrs;
+  attrs.path_mtu = 1024;
+  attrs.max_packets_in_flight = 64;
+  attrs.slow_restart = slow_restart;
+  SimNetwork local(attrs);
+  SimNetwork& net = keep != nullptr ? *keep : local;
+  net.faults.b_buffer_frames = 24;
+  net.faults.b_frames_per_round = 8;
+  net.keep_wire_log = false;
+  constexpr uint32_t kWrites = 32, kSize = 64 * 1024;
+  Region& src = net.a().add_region(kWrites * kSize, 0, 0x5A);
+  Region& dst = net.b().add_region(kWrites * kSize, kAccessRemoteWrite);
+  for (uint64_t i = 0; i < kWrites; ++i) EXPECT_TRUE(net.a().post_send(write_of(src, dst, kSize, i)));
+  SlowReceiverRun r;
+  r.smallest_window = net.a().qp.window_packets();
+  r.most_over_window = -1'000'000;
+  EXPECT_TRUE(net.run([&] {
+    const RcQp& qp = net.a().qp;
+    r.smallest_window = std::min(r.smallest_window, qp.window_packets());
+    r.most_over_window = std::max(r.most_over_window, distance(qp.next_send_psn(), qp.oldest_unacked_psn()) -
+                                                          static_cast<int32_t>(qp.window_packets()));
+    return net.a().send_completions.size() == kWrites;
+  }));
+  for (const Completion& c : net.a().send_completions) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), kWrites * kSize), 0);
+  r.sender = net.a().qp.counters();
+  r.overflowed = net.frames_overflowed;
+  return r;
+}
+
+TEST(CongestionWire, SlowRestartHalvesTheWindowOnLossSoASlowReceiverStopsOverflowing) {
+  const SlowReceiverRun without = write_into_slow_receiver(false);
+  const SlowReceiverRun with = write_into_slow_receiver(true);
+  // Without it: the window stays at the cap and every resend overflows B again.
+  EXPECT_EQ(without.sender.roce_slow_restart, 0u);
+  EXPECT_EQ(without.smallest_window, 64u);
+  EXPECT_GT(without.overflowed, 0u);
+  // With it: each loss halved the window, and in flight never exceeded it.
+  EXPECT_GE(with.sender.roce_slow_restart, 1u);
+  EXPECT_EQ(with.sender.roce_slow_restart, with.sender.packet_seq_err + with.sender.local_ack_timeout_err);
+  EXPECT_LE(with.smallest_window, 32u);
+  EXPECT_LE(with.most_over_window, 0);
+  EXPECT_LE(without.most_over_window, 0);
+  // ...and B dropped, and A resent, far less (the simulation is deterministic: these are fixed numbers).
+  std::printf("slow receiver, 2048 packets: without slow restart %llu resent, %llu overflowed; with %llu, %llu\n",
+              static_cast<unsigned long long>(without.sender.retransmitted_packets),
+              static_cast<unsigned long long>(without.overflowed),
+              static_cast<unsigned long long>(with.sender.retransmitted_packets),
+              static_cast<unsigned long long>(with.overflowed));
+  EXPECT_LT(with.sender.retransmitted_packets * 4, without.sender.retransmitted_packets);
+  EXPECT_LT(with.overflowed * 4, without.overflowed);
+}
+
+TEST(CongestionWire, AfterSlowRestartTheWindowGrowsBackToTheCap) {
+  RcQpAttributes attrs;
+  attrs.path_mtu = 1024;
+  attrs.max_packets_in_flight = 64;
+  SimNetwork net(attrs);
+  (void)write_into_slow_receiver(true, &net);
+  const uint32_t after_loss = net.a().qp.window_packets();
+  ASSERT_LT(after_loss, 64u);
+  // B now takes everything: one packet more per window acknowledged, so from w to 64 in (64^2 - w^2) / 2 packets.
+  net.faults.b_buffer_frames = 0;
+  Region& src = net.a().add_region(4 << 20, 0, 0x33);
+  Region& dst = net.b().add_region(4 << 20, kAccessRemoteWrite);
+  uint32_t previous = after_loss;
+  bool monotonic = true;
+  for (uint64_t i = 0; i < 64; ++i) ASSERT_TRUE(net.a().post_send(write_of(src, dst, 64 * 1024, i)));
+  ASSERT_TRUE(net.run([&] {
+    monotonic &= net.a().qp.window_packets() >= previous;
+    previous = net.a().qp.window_packets();
+    return net.a().send_completions.size() == 32 + 64;
+  }));
+  EXPECT_TRUE(monotonic);
+  EXPECT_EQ(net.a().qp.window_packets(), 64u);
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 4 << 20), 0);
+}
+
 RcQpAttributes dcqcn_attributes() {
   RcQpAttributes attrs;
   attrs.path_mtu = 1024;

@@ -33,6 +33,10 @@ struct Region {
 
 struct WireFaults {
   double loss = 0, reorder = 0, duplicate = 0, corrupt = 0;
+  // A slow receiver: frames toward B wait in a buffer of this many frames (0: none, every frame arrives in the
+  // round it was sent) that B drains at b_frames_per_round; a frame that finds the buffer full is dropped.
+  uint32_t b_buffer_frames = 0;
+  uint32_t b_frames_per_round = 1;
 };
 
 class SimEndpoint final : public RcEnv {
@@ -197,6 +201,7 @@ class SimNetwork {
   std::function<void(std::vector<uint8_t>& frame, bool a_to_b)> tamper;
   bool trace = false;  // print every frame crossing the wire (debugging aid)
   uint64_t frames_sent = 0, frames_lost = 0, frames_corrupted = 0, frames_duplicated = 0, frames_reordered = 0;
+  uint64_t frames_overflowed = 0;  // dropped at B's full buffer (faults.b_buffer_frames)
 
   // Runs until `done()` or until nothing can make progress any more (no packets,
   // no timers). Returns whether done() became true.
@@ -265,7 +270,8 @@ class SimNetwork {
 
   // Moves `from`'s outbox across the wire to `to`, applying faults.
   bool carry(SimEndpoint& from, SimEndpoint& to) {
-    if (from.outbox.empty() && held_[&from == &a_].empty()) return false;
+    const bool buffered = &to == &b_ && faults.b_buffer_frames != 0;
+    if (from.outbox.empty() && held_[&from == &a_].empty() && !(buffered && !b_buffer_.empty())) return false;
     std::vector<std::vector<uint8_t>> frames;
     frames.swap(from.outbox);
     auto& held = held_[&from == &a_];
@@ -299,6 +305,20 @@ class SimNetwork {
       for (auto& h : held) arriving.push_back(std::move(h));
       held.clear();
     }
+    if (buffered) {
+      for (auto& f : arriving) {
+        if (b_buffer_.size() < faults.b_buffer_frames) {
+          b_buffer_.push_back(std::move(f));
+        } else {
+          ++frames_overflowed;
+        }
+      }
+      arriving.clear();
+      for (uint32_t i = 0; i < faults.b_frames_per_round && !b_buffer_.empty(); ++i) {
+        arriving.push_back(std::move(b_buffer_.front()));
+        b_buffer_.pop_front();
+      }
+    }
     for (auto& f : arriving) {
       if (tamper) tamper(f, &from == &a_);
       const ParseResult r = parse_packet(f, parse_options);
@@ -315,6 +335,7 @@ class SimNetwork {
   uint64_t now_ = 1'000'000;
   std::mt19937_64 rng_;
   std::vector<std::vector<uint8_t>> held_[2];
+  std::deque<std::vector<uint8_t>> b_buffer_;  // faults.b_buffer_frames
 };
 
 }  // namespace uroce::proto::testing
