@@ -130,7 +130,7 @@ def main():
     roce = 0
     other = Counter()
     dirs = defaultdict(lambda: {
-        "ops": Counter(), "next_psn": None, "retrans": 0, "in_msg": None, "msg_len": 0, "msgs": [],
+        "ops": Counter(), "next_psn": None, "first_psn": None, "most_in_flight": 0, "retrans": 0, "in_msg": None, "msg_len": 0, "msgs": [],
         "req_psns": set(), "replay_psn": None, "replay_msg": None, "acks": 0, "naks": Counter(), "rnr": 0, "last_msn": None, "missing_ackreq": 0,
         "ttl": set(), "sport": set(), "df": set(), "tos": set(), "credits": Counter(),
         "read_psns": set(), "next_resp_psn": None, "in_resp": None, "resp_len": 0, "resp_psns": [],
@@ -296,6 +296,8 @@ def main():
                 continue
             d["replay_psn"] = None
             timeline[-1][3] = "new"
+            if expected is None:
+                d["first_psn"] = psn
             if expected is not None and psn != expected:
                 err(n, f"{name}: PSN 0x{psn:06x}, expected 0x{expected:06x} (gap)")
             span = 1
@@ -378,6 +380,25 @@ def main():
             if kind == 0 and rev is not None and psn not in rev["req_psns"]:
                 err(n, f"ACK for PSN 0x{psn:06x}, which {dst} never sent")
 
+    # The most request PSNs each direction had outstanding as this capture saw it: sent (the highest PSN so far)
+    # and not yet acknowledged (by an ACK, a NAK's PSN - 1, or a READ response). Requests pass the capture point
+    # after their sender sent them and ACKs before it receives them, so this never exceeds what the sender had out:
+    # a sender's in-flight cap must hold here too.
+    for (src, dst, conn), d in dirs.items():
+        rev = dirs.get((dst, src, conn), {})
+        if d.get("first_psn") is None:
+            continue
+        events = [(n, 0, up_to) for n, up_to in d.get("sent_up_to", [])]
+        events += [(n, 1, (psn + 1) & 0xFFFFFF if kind == 0 else psn) for n, psn, kind in rev.get("ack_psns", [])]
+        events += [(n, 1, (psn + 1) & 0xFFFFFF) for n, psn in rev.get("resp_psns", [])]
+        sent_to = unacked = d["first_psn"]
+        for _, kind, psn in sorted(events):
+            if kind == 0:
+                sent_to = psn
+            elif psn_diff(psn, unacked) > 0:
+                unacked = psn
+            d["most_in_flight"] = max(d["most_in_flight"], psn_diff(sent_to, unacked))
+
     def first_answer(src, dst, conn, last):
         """The first frame from dst that acknowledges src's requests through PSN `last`: an ACK, or a READ
         response (which acknowledges implicitly); None if there is none."""
@@ -443,7 +464,8 @@ def main():
                 f"NAKs {sum(d['naks'].values())}{' (codes ' + str(dict(d['naks'])) + ')' if d['naks'] else ''}, RNR NAKs {d['rnr']}; TTL {sorted(d['ttl'])}, TOS {sorted(d['tos'])}, "
                 f"DF {sorted(d['df'])}, UDP sport {sorted(hex(s) for s in d['sport'])}"
                 f"{'; CM ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm'].items())) if d['cm'] else ''}"
-                f"{' (retransmitted ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm_retrans'].items())) + ')' if d['cm_retrans'] else ''}")
+                f"{' (retransmitted ' + ', '.join(f'{k} {v}' for k, v in sorted(d['cm_retrans'].items())) + ')' if d['cm_retrans'] else ''}"
+                f"{'; most in flight ' + str(d['most_in_flight']) if d.get('first_psn') is not None else ''}")
         print(line)
         if (src, dst, conn) in finals:
             print(f"  {src} -> {dst}{conn}: {finals[(src, dst, conn)]}")
