@@ -132,14 +132,17 @@ std::vector<Mode> modes() {
   rp.dce_tcp_g = 1019;
   rp.dce_tcp_rtt_us = 1;
   rp.rate_reduce_monitor_period_us = 4;
-  Mode no_dcqcn{"no-dcqcn", {}};  // the in-flight cap stays: only ECN, CNPs and the rate go
+  Mode no_dcqcn{"no-dcqcn", {}};  // the in-flight cap and slow restart stay: only ECN, CNPs and the rate go
   no_dcqcn.congestion.ecn = false;
   no_dcqcn.congestion.notification_point.enabled = false;
   no_dcqcn.congestion.reaction_point.enabled = false;
-  Mode none = no_dcqcn;  // nothing at all: every sender's whole window at once
+  Mode cap_only = no_dcqcn;  // the in-flight cap alone: a loss does not shrink the window
+  cap_only.name = "cap-only";
+  cap_only.congestion.slow_restart = false;
+  Mode none = cap_only;  // nothing at all: every sender's whole window at once
   none.name = "none";
   none.congestion.max_bytes_in_flight = 0;
-  return {dcqcn, connectx, no_dcqcn, none};
+  return {dcqcn, connectx, no_dcqcn, cap_only, none};
 }
 
 config::Config make_config(const Options& o, unsigned cpu) {

@@ -182,7 +182,9 @@ std::vector<Column> qp_columns() {
           counter("RNR_RCVD", "rcvd_rnr_err"),
           counter("RNR_SENT", "send_rnr_err"),
           counter("NAK_SEQ_RCVD", "packet_seq_err"),
-          counter("NAKS_SENT", "naks_sent")};
+          counter("NAKS_SENT", "naks_sent"),
+          gauge("WINDOW", "window_packets"),
+          counter("SLOW_RESTARTS", "roce_slow_restart")};
 }
 
 Json rates(const Json::object_t& now, const Json::object_t* before, double seconds) {
