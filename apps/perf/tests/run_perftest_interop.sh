@@ -170,8 +170,10 @@ in_flight_over_cap() {
   [ "$2" = client ] || return 0
   most=$(awk -v ip="$UROCE_IP" '$1 == ip && $2 == "->" && /most in flight/ {
       match($0, /most in flight [0-9]+/); print substr($0, RSTART + 15, RLENGTH - 15); exit }' "$OUT/$1.check.log")
-  if [ -z "$most" ] || [ "$most" -gt "$MAX_IN_FLIGHT" ]; then
-    echo "uroce had ${most:-?} request packets in flight, over its cap of $MAX_IN_FLIGHT"
+  if [ -z "$most" ] || [ "$most" = 0 ]; then
+    echo "the capture check counted no request packets of uroce's in flight (${most:-no count}): it cannot check the cap"
+  elif [ "$most" -gt "$MAX_IN_FLIGHT" ]; then
+    echo "uroce had $most request packets in flight, over its cap of $MAX_IN_FLIGHT"
   fi
 }
 
