@@ -15,9 +15,6 @@
 namespace uroce::dataplane::testing {
 namespace {
 
-using proto::CompletionStatus;
-using proto::WorkOp;
-
 uint64_t sum(Dataplane& dp, Counter TransportCounters::*member) {
   uint64_t total = 0;
   for (EngineId e = 0; e < dp.engine_count(); ++e) total += (dp.engine(e).counters().transport.*member).read();
@@ -46,7 +43,8 @@ IncastResult run_incast(config::Config c) {
   RcWorld world(c);
   EXPECT_TRUE(world.ok()) << world.error();
   if (!world.ok()) return {};
-  constexpr int kPairs = 8, kWrites = 8;
+  constexpr int kPairs = 8;
+  constexpr uint32_t kWrites = 8;
   constexpr uint32_t kSize = 32 * 1024;
   std::vector<std::pair<Player*, Player*>> pairs;
   for (int i = 0; i < kPairs; ++i) {
@@ -57,22 +55,14 @@ IncastResult run_incast(config::Config c) {
     }
   }
   for (auto& [a, b] : pairs) {
-    fill_pattern(a->buffer, kSize * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
-    for (uint64_t k = 0; k < kWrites; ++k) {
-      auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
-      w.remote_addr = b->remote_addr(k * kSize);
-      w.rkey = b->rkey();
-      a->post(w);
-    }
+    fill_pattern(a->buffer, std::size_t{kSize} * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
+    a->post_writes(*b, kWrites, kSize);
   }
   for (auto& [a, b] : pairs) {
-    for (int k = 0; k < kWrites; ++k) {
-      const auto done = a->wait_send_completion();
-      EXPECT_TRUE(done);
-      if (!done) return {};
-      EXPECT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
-    }
-    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+    const auto written = a->wait_send_successes(kWrites);
+    EXPECT_TRUE(written);
+    if (!written) return {};
+    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), std::size_t{kSize} * kWrites), 0);
   }
   Dataplane& dp = world.dataplane();
   // The counters reach the engines' totals when the QPs go idle; a CNP sent last may still be on its way.
@@ -142,20 +132,12 @@ SlowReceiverResult write_through_small_buffer(bool slow_restart) {
   EXPECT_TRUE(a && b) << world.error();
   if (a == nullptr || b == nullptr) return {};
   constexpr uint32_t kWrites = 32, kSize = 64 * 1024;
-  fill_pattern(a->buffer, kSize * kWrites, 7);
-  for (uint64_t k = 0; k < kWrites; ++k) {
-    auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
-    w.remote_addr = b->remote_addr(k * kSize);
-    w.rkey = b->rkey();
-    a->post(w);
-  }
-  for (uint32_t k = 0; k < kWrites; ++k) {
-    const auto done = a->wait_send_completion();
-    EXPECT_TRUE(done);
-    if (!done) return {};
-    EXPECT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
-  }
-  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  fill_pattern(a->buffer, std::size_t{kSize} * kWrites, 7);
+  a->post_writes(*b, kWrites, kSize);
+  const auto written = a->wait_send_successes(kWrites);
+  EXPECT_TRUE(written);
+  if (!written) return {};
+  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), std::size_t{kSize} * kWrites), 0);
   // The sender's own counters, as telemetry reports them (read on its engine).
   const auto report = world.transport().report_qp(a->qp()->qpn().value());
   EXPECT_TRUE(report);

@@ -170,7 +170,8 @@ TEST(RcLoopbackOps, QpsRefusedTxWaitTheirTurnAndLoseNothing) {
   c.engine.tx_backlog = 4;  // fewer than one burst of one QP: refusals are certain
   RcWorld world(c);
   ASSERT_TRUE(world.ok()) << world.error();
-  constexpr int kPairs = 8, kWrites = 128;
+  constexpr int kPairs = 8;
+  constexpr uint32_t kWrites = 128;
   constexpr uint32_t kSize = 4096;  // four packets at PMTU 1024
   std::vector<std::pair<Player*, Player*>> pairs;
   for (int i = 0; i < kPairs; ++i) {
@@ -178,21 +179,12 @@ TEST(RcLoopbackOps, QpsRefusedTxWaitTheirTurnAndLoseNothing) {
     ASSERT_TRUE(pairs.back().first && pairs.back().second) << world.error();
   }
   for (auto& [a, b] : pairs) {
-    fill_pattern(a->buffer, kSize * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
-    for (uint64_t k = 0; k < kWrites; ++k) {
-      auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
-      w.remote_addr = b->remote_addr(k * kSize);
-      w.rkey = b->rkey();
-      a->post(w);
-    }
+    fill_pattern(a->buffer, std::size_t{kSize} * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
+    a->post_writes(*b, kWrites, kSize);
   }
   for (auto& [a, b] : pairs) {
-    for (int k = 0; k < kWrites; ++k) {
-      const auto done = a->wait_send_completion();
-      ASSERT_TRUE(done);
-      ASSERT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
-    }
-    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+    ASSERT_TRUE(a->wait_send_successes(kWrites));
+    EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), std::size_t{kSize} * kWrites), 0);
   }
   EXPECT_GT(world.dataplane().engine(0).counters().tx_backpressure.read(), 0u) << "the backlog never filled";
   for (auto& [a, b] : pairs) world.destroy(a, b);
@@ -214,26 +206,17 @@ TEST(RcLoopbackOps, AnEmptyMempoolHoldsPacketsBackAndLosesNothing) {
                   .ok());
   const uint64_t failures_before = engine.counters().mbuf_alloc_failures.read();
   constexpr uint32_t kSize = 64 * 1024;  // 64 packets each
-  constexpr uint64_t kWrites = 8;
-  fill_pattern(a->buffer, kSize * kWrites, 9);
-  for (uint64_t k = 0; k < kWrites; ++k) {
-    auto w = a->send(WorkOp::kRdmaWrite, k * kSize, kSize, k);
-    w.remote_addr = b->remote_addr(k * kSize);
-    w.rkey = b->rkey();
-    a->post(w);
-  }
+  constexpr uint32_t kWrites = 8;
+  fill_pattern(a->buffer, std::size_t{kSize} * kWrites, 9);
+  a->post_writes(*b, kWrites, kSize);
   // The QP tries and finds the pool empty; then the mbufs come back.
   EXPECT_TRUE(eventually([&] { return engine.counters().mbuf_alloc_failures.read() > failures_before; }));
   EXPECT_FALSE(a->poll_send()) << "nothing can have been sent";
   ASSERT_TRUE(
       engine.call([&](EngineContext&) { rte_pktmbuf_free_bulk(held.data(), static_cast<unsigned>(held.size())); })
           .ok());
-  for (uint64_t k = 0; k < kWrites; ++k) {
-    const auto done = a->wait_send_completion();
-    ASSERT_TRUE(done);
-    ASSERT_EQ(done->status, CompletionStatus::kSuccess) << "WRITE " << k;
-  }
-  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), kSize * kWrites), 0);
+  ASSERT_TRUE(a->wait_send_successes(kWrites));
+  EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), std::size_t{kSize} * kWrites), 0);
   world.destroy(a, b);
 }
 

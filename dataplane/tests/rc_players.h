@@ -112,6 +112,28 @@ class Player {
     return std::nullopt;
   }
   std::optional<proto::Completion> wait_send_completion() { return wait(scq_); }
+  // `count` signalled WRITEs of `length` bytes: WQE k from offset k x length of this buffer to the same offset of
+  // `to`'s, with context k.
+  void post_writes(const Player& to, uint32_t count, uint32_t length) {
+    for (uint32_t k = 0; k < count; ++k) {
+      proto::SendWqe w = send(proto::WorkOp::kRdmaWrite, std::size_t{k} * length, length, k);
+      w.remote_addr = to.remote_addr(std::size_t{k} * length);
+      w.rkey = to.rkey();
+      post(w);
+    }
+  }
+  // The next `count` send completions, each a success.
+  ::testing::AssertionResult wait_send_successes(uint32_t count) {
+    for (uint32_t k = 0; k < count; ++k) {
+      const auto done = wait_send_completion();
+      if (!done) return ::testing::AssertionFailure() << "send completion " << k << " of " << count << " never came";
+      if (done->status != proto::CompletionStatus::kSuccess) {
+        return ::testing::AssertionFailure()
+               << "send completion " << k << ": status " << static_cast<int>(done->status);
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
   std::optional<proto::Completion> wait_receive_completion() { return wait(rcq_); }
   std::optional<proto::Completion> poll_send() { return poll(scq_); }
   std::optional<proto::Completion> poll_receive() { return poll(rcq_); }

@@ -246,8 +246,8 @@ SlowReceiverRun write_into_slow_receiver(bool slow_restart, SimNetwork* keep = n
   net.faults.b_frames_per_round = 8;
   net.keep_wire_log = false;
   constexpr uint32_t kWrites = 32, kSize = 64 * 1024;
-  Region& src = net.a().add_region(kWrites * kSize, 0, 0x5A);
-  Region& dst = net.b().add_region(kWrites * kSize, kAccessRemoteWrite);
+  Region& src = net.a().add_region(std::size_t{kWrites} * kSize, 0, 0x5A);
+  Region& dst = net.b().add_region(std::size_t{kWrites} * kSize, kAccessRemoteWrite);
   for (uint64_t i = 0; i < kWrites; ++i) EXPECT_TRUE(net.a().post_send(write_of(src, dst, kSize, i)));
   SlowReceiverRun r;
   r.smallest_window = net.a().qp.window_packets();
@@ -260,7 +260,7 @@ SlowReceiverRun write_into_slow_receiver(bool slow_restart, SimNetwork* keep = n
     return net.a().send_completions.size() == kWrites;
   }));
   for (const Completion& c : net.a().send_completions) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
-  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), kWrites * kSize), 0);
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), std::size_t{kWrites} * kSize), 0);
   r.sender = net.a().qp.counters();
   r.overflowed = net.frames_overflowed;
   return r;
