@@ -342,7 +342,7 @@ inline uint32_t RcQp::packets_for(uint32_t length) const noexcept {
 // every comparison in sent_limit() is meaningful however long the QP runs.
 inline void RcQp::set_unacked(Psn psn) noexcept {
   if (window_packets_ < attrs_.max_packets_in_flight) [[unlikely]]
-    grow_window(static_cast<uint32_t>(distance(psn, unacked_psn_)));
+    grow_window(static_cast<uint32_t>(std::max<int32_t>(0, distance(psn, unacked_psn_))));
   unacked_psn_ = psn;
   if (is_after(psn, resend_limit_psn_)) resend_limit_psn_ = psn;
 }

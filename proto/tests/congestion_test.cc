@@ -235,6 +235,7 @@ struct SlowReceiverRun {
   int32_t most_over_window = 0;  // the most packets in flight beyond the window at any point (should stay <= 0)
 };
 
+// `keep`: run on this network instead (its QPs keep the attributes it was made with) and leave it for more.
 SlowReceiverRun write_into_slow_receiver(bool slow_restart, SimNetwork* keep = nullptr) {
   RcQpAttributes attrs;
   attrs.path_mtu = 1024;
