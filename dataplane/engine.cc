@@ -404,9 +404,24 @@ void EngineContext::publish_completion_events() noexcept {
   owed_event_count_ = 0;
 }
 
+// A received frame this engine's pool lent, and that nothing else holds (one reference, one segment, its own
+// buffer), goes straight back into the TX stash while it has room, reset as rte_pktmbuf_alloc would hand it out:
+// no mempool round trip (free, then a bulk allocation), and the next frame built is one whose lines this core
+// has just read. The rest are freed in one bulk call.
 void EngineContext::flush_freed_mbufs() noexcept {
   if (freed_mbuf_count_ == 0) return;
-  rte_pktmbuf_free_bulk(freed_mbufs_.data(), freed_mbuf_count_);
+  uint16_t to_free = 0;
+  for (uint16_t i = 0; i < freed_mbuf_count_; ++i) {
+    rte_mbuf* const m = freed_mbufs_[i];
+    if (mbuf_stash_count_ < mbuf_stash_.size() && m->pool == pool_ && m->next == nullptr && RTE_MBUF_DIRECT(m) &&
+        rte_mbuf_refcnt_read(m) == 1) {
+      rte_pktmbuf_reset(m);
+      mbuf_stash_[mbuf_stash_count_++] = m;
+    } else {
+      freed_mbufs_[to_free++] = m;
+    }
+  }
+  if (to_free != 0) rte_pktmbuf_free_bulk(freed_mbufs_.data(), to_free);
   freed_mbuf_count_ = 0;
 }
 

@@ -51,7 +51,7 @@ class LinkModel;
 
 inline constexpr uint16_t kMaxBurst = 64;  // upper bound for engine.rx_burst and engine.tx_burst
 inline constexpr std::size_t kMaxPollers = 64;
-inline constexpr uint16_t kMbufStash = 32;  // mbufs per alloc_mbuf() refill
+inline constexpr uint16_t kMbufStash = 32;  // mbufs per alloc_mbuf() refill; the stash holds twice that (recycling)
 
 // A QP's receive entry point, stored in its engine's dense QP table (in the QPN's slot, qpn.h).
 // A plain function pointer and context instead of a virtual interface: one indirect call, no vtable load.
@@ -213,7 +213,9 @@ class EngineContext {
   };
   std::vector<QpSlot> qps_;      // [qp_slot_of(qpn)], qp_table_size(engine.max_qps_per_engine) entries
   const uint32_t qp_slot_mask_;  // qps_.size() - 1
-  std::array<rte_mbuf*, kMbufStash> mbuf_stash_{};  // allocated and reset, not yet handed out
+  // Allocated and reset, not yet handed out: refilled kMbufStash at a time when empty, and topped up with the
+  // received frames flush_freed_mbufs() recycles, which the room above a refill leaves space for.
+  std::array<rte_mbuf*, std::size_t{2} * kMbufStash> mbuf_stash_{};
   uint16_t mbuf_stash_count_ = 0;
   std::array<rte_mbuf*, kMaxBurst> freed_mbufs_{};  // free_after_burst(), until flush_freed_mbufs()
   std::array<CompletionQueue*, 64> owed_events_{};  // owe_completion_events(), until publish_completion_events()
