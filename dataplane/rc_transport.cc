@@ -292,15 +292,24 @@ Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
 }
 
 Status RcTransport::deregister_memory(uint32_t token) {
-  std::lock_guard lock(mutex_);
-  const uint32_t slot = MemoryTable::index_of(token);
-  if (slot == 0 || slot >= next_memory_slot_ || !memory_.read_slot(token)) return Status::error("no such registration");
-  memory_.erase(token);  // no engine pins it from now on (MemoryTable::pin_for_tx)
-  if (memory_.tx_pins(token) != 0) {
-    draining_memory_tokens_.push_back(token);
-  } else {
-    free_memory_slots_.push_back(slot);
+  {
+    std::lock_guard lock(mutex_);
+    const uint32_t slot = MemoryTable::index_of(token);
+    if (slot == 0 || slot >= next_memory_slot_ || !memory_.read_slot(token))
+      return Status::error("no such registration");
+    memory_.erase(token);  // no engine resolves or pins it from now on (MemoryTable::pin_for_tx)
+    if (memory_.tx_pins(token) != 0) {
+      draining_memory_tokens_.push_back(token);
+    } else {
+      free_memory_slots_.push_back(slot);
+    }
   }
+  // An engine resolves a key and then copies: one that resolved this token just before the erase may still be
+  // placing a WRITE packet or filling a READ response from the memory. Commands run between loop iterations, so
+  // once a no-op has run on every engine, each has finished the packet it was on, and every later packet finds
+  // the token invalid (the responder checks the R_Key on every packet). Then the memory is the caller's again.
+  // An engine that is not running, or the caller's own, fails the call and is skipped.
+  for (EngineId e = 0; e < dataplane_.engine_count(); ++e) (void)dataplane_.engine(e).call([](EngineContext&) {});
   return Status{};
 }
 

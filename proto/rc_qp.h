@@ -221,7 +221,6 @@ class RcQp {
     uint64_t va = 0;
     RemoteToken rkey{};
     uint32_t length = 0;
-    const uint8_t* data = nullptr;  // nullptr with a length: paged memory, read through RcEnv::copy_paged
     uint64_t atomic_original = 0;
     bool saved = false;  // holds a request (the ring starts empty)
     // A response from this slot is queued or being sent. The slot is then live: a new request may not take it
@@ -300,10 +299,10 @@ class RcQp {
   uint32_t recv_offset_ = 0;
   uint32_t recv_capacity_ = 0;
   uint8_t recv_paged_sges_ = 0;  // WqeProgress::paged_sges for recv_
-  uint8_t* write_cursor_ = nullptr;
   uint32_t write_remaining_ = 0;
   uint32_t write_length_ = 0;
-  // A WRITE into paged memory has no cursor: its bytes go through RcEnv::copy_paged at write_va_.
+  // Where the WRITE in progress goes on: every packet resolves its R_Key over its own bytes there, or with paged
+  // memory goes through RcEnv::copy_paged.
   bool write_paged_ = false;
   uint64_t write_va_ = 0;
   RemoteToken write_rkey_{};

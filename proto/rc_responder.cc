@@ -278,10 +278,10 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
   const Psn psn = p.bth().get(Bth::psn);
   // WRITE with immediate needs its receive WQE before anything of the last packet is placed.
   if (info.is(kImmediate) && !take_receive_wqe(psn)) return false;
-  // The message's cursor, as this packet leaves it; stored only once the packet is accepted (verify, then
+  // The message's state, as this packet leaves it; stored only once the packet is accepted (verify, then
   // commit: see fused_write_candidate).
   const bool first = is_first_or_only(info);
-  uint8_t* cursor = write_cursor_;
+  uint8_t* cursor = nullptr;
   uint32_t remaining = write_remaining_;
   uint32_t length = write_length_;
   bool paged = write_paged_;
@@ -292,8 +292,13 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     rkey = reth.get(Reth::rkey);
     va = reth.get(Reth::va);
     length = remaining = reth.get(Reth::dma_length);
-    cursor = nullptr;
     paged = false;
+    if (length > kMaxMessageLength) {
+      if (!settle_icrc(p)) return false;
+      ++counters_.resp_invalid_request;
+      responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+      return false;
+    }
     // A zero-length WRITE does not validate the R_Key (IBTA C9-88).
     if (length != 0) {
       const bool allowed = (attrs_.access & kAccessRemoteWrite) != 0;
@@ -315,10 +320,22 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
     responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
     return false;
   }
+  // A MIDDLE or LAST packet checks the R_Key again over its own bytes: the region may have been invalidated
+  // (LOCAL_INV, SEND with Invalidate) or deregistered since the FIRST, and from then on the key grants nothing
+  // (IBTA 10.6.6, rocev2.md §5). The peer chooses when its next packet comes, so a pointer resolved at the FIRST
+  // would let it write into memory the application has taken back. The QP's key cache makes this one compare.
+  if (!first && !paged && p.payload_length != 0) {
+    cursor = env_->resolve_remote(rkey, va, p.payload_length, kAccessRemoteWrite);
+    if (cursor == nullptr) {
+      if (!settle_icrc(p)) return false;
+      ++counters_.resp_remote_access_error;
+      responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
+      return false;
+    }
+  }
   if (p.payload_length != 0) {
     if (!paged) [[likely]] {
       if (!place_write_payload(cursor, p)) return false;
-      cursor += p.payload_length;
     } else {
       // Paged memory: the ICRC first, then the copy, page by page, with every check of the R_Key again (an
       // invalidation may have come between the packets of the message).
@@ -329,8 +346,8 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
         responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
         return false;
       }
-      va += p.payload_length;
     }
+    va += p.payload_length;
     remaining -= p.payload_length;
   }
   if (first) {
@@ -344,10 +361,8 @@ bool RcQp::receive_write(const ParsedPacket& p) noexcept {
       last_write_rkey_known_ = true;
     }
   }
-  write_cursor_ = cursor;
   write_remaining_ = remaining;
-  if (paged) [[unlikely]]
-    write_va_ = va;
+  write_va_ = va;
   if (!last) return true;
   in_message_ = Message::kNone;
   msn_ += 1;
@@ -404,15 +419,19 @@ bool RcQp::receive_read(const ParsedPacket& p) noexcept {
   Resource r;
   r.first_psn = psn;
   r.length = reth.get(Reth::dma_length);
+  if (r.length > kMaxMessageLength) {
+    ++counters_.resp_invalid_request;
+    responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kRemoteInvalidRequest);
+    return false;
+  }
   r.last_psn = psn + (packets_for(r.length) - 1);
   r.va = reth.get(Reth::va);
   r.rkey = reth.get(Reth::rkey);
   if (r.length != 0) {
+    // Checked here for the NAK; each response packet checks the key again (send_read_response).
     const bool allowed = (attrs_.access & kAccessRemoteRead) != 0;
-    r.data = allowed ? env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead) : nullptr;
-    // Paged memory keeps data null: each response copies its part through copy_paged.
-    if (r.data == nullptr &&
-        !(allowed && env_->grants_paged(r.rkey.value(), r.va, r.length, kAccessRemoteRead, false))) {
+    if (!allowed || (env_->resolve_remote(r.rkey, r.va, r.length, kAccessRemoteRead) == nullptr &&
+                     !env_->grants_paged(r.rkey.value(), r.va, r.length, kAccessRemoteRead, false))) {
       ++counters_.resp_remote_access_error;
       responder_fail(psn, NakCode::kRemoteAccessError, CompletionStatus::kRemoteAccessError);
       return false;
@@ -521,12 +540,18 @@ bool RcQp::send_read_response(PendingResponse& pr) noexcept {
     aeth.set(Aeth::syndrome, ack_syndrome().raw());
     aeth.set(Aeth::msn, msn_);
   }
-  if (length != 0 && r.data != nullptr) [[likely]] {
-    std::memcpy(st.payload, r.data + pr.offset, length);
-  } else if (length != 0 &&
-             !env_->copy_paged(r.rkey.value(), r.va + pr.offset, st.payload, length, kAccessRemoteRead, false, false)) {
-    // Invalidated (or re-registered) under the response: the peer gets zeros, never what the region holds now.
-    std::memset(st.payload, 0, length);
+  // The R_Key is checked again for every response packet, a replay's included: the region may have been
+  // invalidated or deregistered since the request, and the peer chooses when it asks again (a duplicate READ is
+  // answered from the saved request). What it no longer grants goes out as zeros, never as what the memory holds
+  // now. Paged memory resolves to null and copies through copy_paged, which makes the same checks.
+  if (length != 0) {
+    const uint8_t* const data = env_->resolve_remote(r.rkey, r.va + pr.offset, length, kAccessRemoteRead);
+    if (data != nullptr) [[likely]] {
+      std::memcpy(st.payload, data, length);
+    } else if (!env_->copy_paged(r.rkey.value(), r.va + pr.offset, st.payload, length, kAccessRemoteRead, false,
+                                 false)) {
+      std::memset(st.payload, 0, length);
+    }
   }
   headers_.seal(out, st, length);
   env_->tx_commit(st.frame_length);

@@ -12,6 +12,10 @@ namespace uroce::proto {
 
 inline constexpr unsigned kMaxSge = 8;
 inline constexpr unsigned kMaxResponderResources = 32;  // saved READ/atomic requests per QP
+// The largest message RC carries (IBTA's 2^31-byte maximum message size; rdma_rxe's max_msg_sz). A READ or WRITE
+// whose RETH asks for more is an invalid request: at PMTU 256 it would need 2^23 PSNs, past what 24-bit PSN
+// comparison can order, and a DMA length near 2^32 would wrap the packet count to zero.
+inline constexpr uint32_t kMaxMessageLength = uint32_t{1} << 31;
 
 enum class WorkOp : uint8_t {
   kSend,

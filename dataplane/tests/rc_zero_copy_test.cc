@@ -1,6 +1,7 @@
 // Zero-copy TX (engine.zero_copy_threshold) end to end on the ring link: request payloads of registered memory
 // leave as mbufs attached to that memory, the peer's engine reads them after the post returned, a lost packet is
-// sent again from the same memory, and a deregistration waits for the mbufs that still point into it.
+// sent again from the same memory, and a deregistration waits for the mbufs that still point into it (and for
+// every engine to finish the packet it was on).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -139,6 +140,26 @@ TEST(RcZeroCopy, DeregistrationWaitsForInFlightMbufs) {
   EXPECT_FALSE(transport.memory_in_flight(token.value()));
   EXPECT_LE(transport.usage().memory_slots, usage.memory_slots) << "the slot went back to the free list";
   world.destroy(a, b);
+}
+
+// The responder resolves a key and then copies: a packet that resolved it just before a deregistration may still
+// be placing bytes. deregister_memory() returns only after every engine has finished the loop iteration it was in
+// (a no-op command each), so the memory is the caller's once it returns.
+TEST(RcZeroCopy, DeregistrationWaitsForEveryEngineToFinishItsIteration) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  RcTransport& transport = world.transport();
+  Dataplane& dp = world.dataplane();
+  ASSERT_GE(dp.engine_count(), 1);
+  std::vector<uint8_t> memory(4096);
+  auto token = transport.register_memory(reinterpret_cast<uint64_t>(memory.data()), memory.size(),
+                                         proto::kAccessLocalWrite | proto::kAccessRemoteWrite, 1);
+  ASSERT_TRUE(token.ok());
+  std::vector<uint64_t> before;
+  for (EngineId e = 0; e < dp.engine_count(); ++e) before.push_back(dp.engine(e).counters().commands_executed.read());
+  ASSERT_TRUE(transport.deregister_memory(token.value()).ok());
+  for (EngineId e = 0; e < dp.engine_count(); ++e)
+    EXPECT_GT(dp.engine(e).counters().commands_executed.read(), before[e]) << "engine " << e;
 }
 
 }  // namespace
