@@ -69,10 +69,19 @@ struct MemoryRegion {
   uint32_t token = 0;                            // both the local and the remote token
   MemoryKind kind = MemoryKind::kRegion;
   bool valid = true;
+  uint32_t qpn = 0;  // a bound window (type 2): the QP it was bound through, the only one it serves
+
   // Fast-register MRs and type-2 windows may be invalidated by a peer's Send with Invalidate (rocev2.md §5).
   [[nodiscard]] bool remotely_invalidatable() const noexcept {
     return kind == MemoryKind::kFastRegisterRegion || kind == MemoryKind::kWindow;
   }
+};
+
+// Who asks a datapath question of the table: a QP, by its protection domain and its number. A region serves every
+// QP of its PD; a type-2 memory window only the QP it was bound through (IBTA 10.6.7.2; rocev2.md §5).
+struct Requester {
+  uint32_t pd = 0;
+  uint32_t qpn = 0;
 };
 
 class MemoryTable {
@@ -178,7 +187,7 @@ class MemoryTable {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the pin before the slot read (see above)
     MemoryRegion r;
     uint32_t sequence;
-    if (read_index(i, r, sequence) && grant(r, token, addr, length, 0, r.pd, false) != nullptr) return &pins;
+    if (read_index(i, r, sequence) && grant(r, token, addr, length, 0, {r.pd, r.qpn}, false) != nullptr) return &pins;
     unpin_tx(&pins);
     return nullptr;
   }
@@ -199,12 +208,12 @@ class MemoryTable {
   // over it; otherwise nullptr. `local`: the token comes from a local SGE, which a memory window never
   // serves (windows grant remote access only). Zero-length accesses are never checked (IBTA C9-88), so
   // callers skip them.
-  [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, uint32_t pd,
+  [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                                  bool local = false) const noexcept {
     MemoryRegion r;
     uint32_t sequence;
     if (!read_index(index_of(token), r, sequence)) return nullptr;
-    return grant(r, token, addr, length, access, pd, local);
+    return grant(r, token, addr, length, access, who, local);
   }
 
   // What one engine-side reader (a QP's requester or responder) remembers of the slot it resolved last: a
@@ -218,31 +227,31 @@ class MemoryTable {
   // odd while it runs and then moves it on (or puts it back having changed nothing), so an unchanged even
   // sequence means the cached copy is still the slot's contents: the common case is one load and compares.
   [[nodiscard]] uint8_t* resolve(ResolveCache& cache, uint32_t token, uint64_t addr, uint32_t length, uint32_t access,
-                                 uint32_t pd, bool local = false) const noexcept {
+                                 Requester who, bool local = false) const noexcept {
     const uint32_t i = index_of(token);
     if (i >= capacity_) return nullptr;
     // Acquire: pairs with end_slot_write()'s release, as the first load in read_index().
     if (i != cache.index || slots_[i].sequence.load(std::memory_order_acquire) != cache.sequence) [[unlikely]]
-      return refill_and_resolve(cache, i, token, addr, length, access, pd, local);
-    return grant(cache.region, token, addr, length, access, pd, local);
+      return refill_and_resolve(cache, i, token, addr, length, access, who, local);
+    return grant(cache.region, token, addr, length, access, who, local);
   }
 
   // Every check of resolve(), without asking for the range to be contiguous in memory: true for a range of a
   // paged region that resolve() gave no pointer for.
-  [[nodiscard]] bool grants(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, uint32_t pd,
+  [[nodiscard]] bool grants(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                             bool local) const noexcept {
     MemoryRegion r;
     uint32_t sequence;
-    return read_index(index_of(token), r, sequence) && permits(r, token, addr, length, access, pd, local);
+    return read_index(index_of(token), r, sequence) && permits(r, token, addr, length, access, who, local);
   }
   // Copies `length` bytes between `buffer` and [addr, addr + length) of the region `token` names (`into_region`:
   // from the buffer into the region), page by page, after every check of resolve(). False: a check failed and
   // nothing was copied.
-  bool copy(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, uint32_t pd, bool local,
+  bool copy(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, Requester who, bool local,
             bool into_region) const noexcept {
     MemoryRegion r;
     uint32_t sequence;
-    if (!read_index(index_of(token), r, sequence) || !permits(r, token, addr, length, access, pd, local)) return false;
+    if (!read_index(index_of(token), r, sequence) || !permits(r, token, addr, length, access, who, local)) return false;
     uint64_t offset = addr - r.addr + r.first_offset;
     while (length > 0) {
       const uint32_t in_page = static_cast<uint32_t>(offset % kRegionPageSize);
@@ -277,27 +286,31 @@ class MemoryTable {
   // resolve()'s cache miss, out of line and reached by a tail call: the slot copy it makes needs registers that
   // the hit, a leaf, then does not save and restore on every call (12 instructions of ~50).
   [[gnu::noinline]] uint8_t* refill_and_resolve(ResolveCache& cache, uint32_t i, uint32_t token, uint64_t addr,
-                                                uint32_t length, uint32_t access, uint32_t pd,
+                                                uint32_t length, uint32_t access, Requester who,
                                                 bool local) const noexcept {
     cache.index = i;
     if (!read_index(i, cache.region, cache.sequence)) {
       cache.sequence = 1;
       return nullptr;
     }
-    return grant(cache.region, token, addr, length, access, pd, local);
+    return grant(cache.region, token, addr, length, access, who, local);
   }
-  // The checks of resolve() on a consistent copy of the slot: key, validity, PD, rights and range.
+  // The checks of resolve() on a consistent copy of the slot: key, validity, PD (and a window's QP), rights and
+  // range.
   [[nodiscard]] static bool permits(const MemoryRegion& r, uint32_t token, uint64_t addr, uint32_t length,
-                                    uint32_t access, uint32_t pd, bool local) noexcept {
-    if (r.token != token || !r.valid || r.pd != pd || (r.access & access) != access) return false;
-    if (local ? r.kind == MemoryKind::kWindow : r.kind == MemoryKind::kPrivileged) return false;
+                                    uint32_t access, Requester who, bool local) noexcept {
+    if (r.token != token || !r.valid || r.pd != who.pd || (r.access & access) != access) return false;
+    if (r.kind != MemoryKind::kRegion) [[unlikely]] {  // one compare for the common kind
+      if (local ? r.kind == MemoryKind::kWindow : r.kind == MemoryKind::kPrivileged) return false;
+      if (r.kind == MemoryKind::kWindow && r.qpn != who.qpn) return false;
+    }
     // Written to avoid overflow: addr - r.addr cannot wrap once addr >= r.addr.
     return addr >= r.addr && addr - r.addr <= r.length && length <= r.length - (addr - r.addr);
   }
   // resolve()'s answer on a consistent copy: the memory itself, or nullptr.
   [[nodiscard]] static uint8_t* grant(const MemoryRegion& r, uint32_t token, uint64_t addr, uint32_t length,
-                                      uint32_t access, uint32_t pd, bool local) noexcept {
-    if (!permits(r, token, addr, length, access, pd, local)) return nullptr;
+                                      uint32_t access, Requester who, bool local) noexcept {
+    if (!permits(r, token, addr, length, access, who, local)) return nullptr;
     if (r.pages == nullptr) [[likely]]
       return reinterpret_cast<uint8_t*>(addr);
     return contiguous_pages(r, addr, length);
@@ -330,14 +343,16 @@ class MemoryTable {
 
  public:
   // --- datapath writers (engines): never wait; a concurrent writer of the same slot makes them fail ---
-  // Send with Invalidate: invalidates `token` if it names a valid, remotely invalidatable region of `pd`.
-  bool invalidate_remote(uint32_t token, uint32_t pd) noexcept {
+  // Send with Invalidate: invalidates `token` if it names a valid, remotely invalidatable region of the requester's
+  // PD; a window only from the QP it was bound through (IBTA 10.6.7.2.6: a type-2 window is invalidated on its QP).
+  bool invalidate_remote(uint32_t token, Requester who) noexcept {
     return modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
-      return r.valid && r.pd == pd && r.remotely_invalidatable();
+      return r.valid && r.pd == who.pd && r.remotely_invalidatable() &&
+             (r.kind != MemoryKind::kWindow || r.qpn == who.qpn);
     });
   }
   // Local invalidate of a fast-register MR or a window (verbs LOCAL_INV): the same rule, from our own SQ.
-  bool invalidate_local(uint32_t token, uint32_t pd) noexcept { return invalidate_remote(token, pd); }
+  bool invalidate_local(uint32_t token, Requester who) noexcept { return invalidate_remote(token, who); }
   // Fast register: the reserved fast-register slot of `pd` that the new token names becomes valid over
   // [addr, addr + length) with `access`. The slot must be invalid (a registered FR MR is invalidated first).
   // `page_list` 0: the region's bytes are at their addresses; otherwise the staged list (stage_pages()) that
@@ -373,12 +388,13 @@ class MemoryTable {
       return true;
     });
   }
-  // Type-2 window bind: the window slot the new token names becomes valid over [addr, addr + length) with
-  // `access`, which must lie inside the valid region `region_token` of the same PD. The region must allow
-  // local write if the window allows remote write (IBTA 10.6.7.2.1; NDK: remote-write MW needs a
-  // local-write MR).
+  // Type-2 window bind, by the QP `who`: the window slot the new token names becomes valid over
+  // [addr, addr + length) with `access`, which must lie inside the valid region `region_token` of the same PD,
+  // and serves that QP alone. The region must allow local write if the window allows remote write
+  // (IBTA 10.6.7.2.1; NDK: remote-write MW needs a local-write MR).
   bool bind_window(uint32_t new_token, uint32_t region_token, uint64_t addr, uint64_t length, uint32_t access,
-                   uint32_t pd) noexcept {
+                   Requester who) noexcept {
+    const uint32_t pd = who.pd;
     const std::optional<MemoryRegion> region = read_slot(region_token);
     if (!region || !region->valid || region->pd != pd || region->kind == MemoryKind::kWindow ||
         region->kind == MemoryKind::kPrivileged)
@@ -393,6 +409,7 @@ class MemoryTable {
       next.access = access;
       next.token = new_token;
       next.valid = true;
+      next.qpn = who.qpn;
       // A window on a paged region translates through the region's page map.
       next.pages = region->pages;
       next.first_offset = region->pages == nullptr ? 0 : region->first_offset + (addr - region->addr);
@@ -412,6 +429,7 @@ class MemoryTable {
     std::atomic<uint32_t> token{0};
     std::atomic<MemoryKind> kind{MemoryKind::kFree};
     std::atomic<bool> valid{false};
+    std::atomic<uint32_t> qpn{0};
   };
 
   // Claims the slot for one writer: even -> odd (`before` keeps the even value). The field stores that follow
@@ -438,6 +456,7 @@ class MemoryTable {
     s.token.store(r.token, std::memory_order_release);
     s.kind.store(r.kind, std::memory_order_release);
     s.valid.store(r.valid, std::memory_order_release);
+    s.qpn.store(r.qpn, std::memory_order_release);
   }
   static MemoryRegion load_fields(const Slot& s) noexcept {
     MemoryRegion r;
@@ -450,6 +469,7 @@ class MemoryTable {
     r.token = s.token.load(std::memory_order_acquire);
     r.kind = s.kind.load(std::memory_order_acquire);
     r.valid = s.valid.load(std::memory_order_acquire);
+    r.qpn = s.qpn.load(std::memory_order_acquire);
     return r;
   }
 

@@ -216,20 +216,20 @@ uint64_t RcQueuePair::now_ns() {
 }
 
 uint8_t* RcQueuePair::resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(local_keys_, token.value(), addr, length, access, setup_.pd, true);
+  return engine_.memory().resolve(local_keys_, token.value(), addr, length, access, requester(), true);
 }
 
 uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(remote_keys_, token.value(), addr, length, access, setup_.pd);
+  return engine_.memory().resolve(remote_keys_, token.value(), addr, length, access, requester());
 }
 
 bool RcQueuePair::grants_paged(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, bool local) {
-  return engine_.memory().grants(token, addr, length, access, setup_.pd, local);
+  return engine_.memory().grants(token, addr, length, access, requester(), local);
 }
 
 bool RcQueuePair::copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access,
                              bool local, bool into_memory) {
-  return engine_.memory().copy(token, addr, buffer, length, access, setup_.pd, local, into_memory);
+  return engine_.memory().copy(token, addr, buffer, length, access, requester(), local, into_memory);
 }
 
 void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) {
@@ -237,7 +237,7 @@ void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) {
 }
 
 bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
-  return engine_.memory().invalidate_remote(token.value(), setup_.pd);
+  return engine_.memory().invalidate_remote(token.value(), requester());
 }
 
 const proto::RecvWqe* RcQueuePair::pop_receive() {
@@ -308,10 +308,10 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
                  ? proto::CompletionStatus::kSuccess
                  : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kLocalInvalidate:
-      return memory.invalidate_local(m.token, setup_.pd) ? proto::CompletionStatus::kSuccess
-                                                         : proto::CompletionStatus::kLocalQpOperationError;
+      return memory.invalidate_local(m.token, requester()) ? proto::CompletionStatus::kSuccess
+                                                           : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kBindMemoryWindow:
-      return memory.bind_window(m.token, m.region_token, m.addr, m.length, m.access, setup_.pd)
+      return memory.bind_window(m.token, m.region_token, m.addr, m.length, m.access, requester())
                  ? proto::CompletionStatus::kSuccess
                  : proto::CompletionStatus::kMemoryWindowBindError;
     default:

@@ -175,6 +175,8 @@ class RcQueuePair final : public proto::RcEnv {
 
   void stop_after_overrun() noexcept;
   static void wake(EngineTimer& timer, EngineContext& ctx) noexcept;
+  // This QP as the memory table knows it: its PD for regions, and itself for the windows bound through it.
+  [[nodiscard]] Requester requester() const noexcept { return {setup_.pd, qpn_.value()}; }
 
   proto::Qpn qpn_;
   RcQueuePairSetup setup_;

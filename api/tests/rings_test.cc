@@ -449,8 +449,8 @@ TEST(MemoryTable, ReadersNeverSeeATornRegion) {
       const bool even = i % 2 == 0;
       ASSERT_TRUE(table.fast_register(token, even ? a : b, even ? 4096 : 2048, proto::kAccessRemoteWrite, kPd));
       current.store(token);
-      ASSERT_TRUE(table.invalidate_local(token, kPd));
-      ASSERT_FALSE(table.invalidate_local(token, kPd)) << "already invalid";
+      ASSERT_TRUE(table.invalidate_local(token, {kPd, 0}));
+      ASSERT_FALSE(table.invalidate_local(token, {kPd, 0})) << "already invalid";
     }
     stop.store(true);
   });
@@ -463,7 +463,7 @@ TEST(MemoryTable, ReadersNeverSeeATornRegion) {
     for (uint32_t i = 0; !stop.load(); ++i) {
       r.token = 2u << 8 | (i & 0xFF);
       table.insert(r);
-      EXPECT_NE(table.resolve(r.token, a, 64, proto::kAccessRemoteRead, kPd), nullptr);
+      EXPECT_NE(table.resolve(r.token, a, 64, proto::kAccessRemoteRead, {kPd, 0}), nullptr);
       table.erase(r.token);
     }
   });
@@ -478,12 +478,12 @@ TEST(MemoryTable, ReadersNeverSeeATornRegion) {
         const uint32_t token = current.load();
         if (token == 0) continue;
         // Asking for 4096 bytes at b must always fail: b's registrations are 2048 bytes long.
-        EXPECT_EQ(table.resolve(token, b, 4096, proto::kAccessRemoteWrite, kPd), nullptr);
-        if (uint8_t* p = table.resolve(token, a, 4096, proto::kAccessRemoteWrite, kPd)) {
+        EXPECT_EQ(table.resolve(token, b, 4096, proto::kAccessRemoteWrite, {kPd, 0}), nullptr);
+        if (uint8_t* p = table.resolve(token, a, 4096, proto::kAccessRemoteWrite, {kPd, 0})) {
           EXPECT_EQ(reinterpret_cast<uint64_t>(p), a);
           ++mine;
         }
-        EXPECT_EQ(table.resolve(token, a, 64, proto::kAccessRemoteWrite, kPd + 1), nullptr) << "other PD";
+        EXPECT_EQ(table.resolve(token, a, 64, proto::kAccessRemoteWrite, {kPd + 1, 0}), nullptr) << "other PD";
       }
       total_hits.fetch_add(mine);
     });

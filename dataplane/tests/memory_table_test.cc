@@ -1,5 +1,6 @@
 // The memory table's paged regions (fast register with a page list, ndkpi.md §9.6): translation, the contiguity
-// rule of resolve(), page-by-page copies, windows on them, and the staged page lists' backpressure.
+// rule of resolve(), page-by-page copies, windows on them, and the staged page lists' backpressure; and the QP a
+// type-2 window is bound to.
 #include "dataplane/memory_table.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@ namespace {
 
 constexpr uint64_t kPage = kRegionPageSize;
 constexpr uint32_t kPd = 3;
+constexpr Requester kQp{kPd, 0x42};  // a QP of kPd
 constexpr uint32_t kAll = proto::kAccessLocalWrite | proto::kAccessRemoteWrite | proto::kAccessRemoteRead;
 
 class PagedRegion : public ::testing::Test {
@@ -58,26 +60,26 @@ TEST_F(PagedRegion, ResolveTranslatesRangesWhosePagesAreAdjacentAndCopyMovesAnyO
   const uint32_t token = kSlot << 8 | 2;
   ASSERT_TRUE(register_pages(token));
   // Inside one page, and across the boundary of pages 1 and 2 of the block (list entries 1 and 2).
-  EXPECT_EQ(table_.resolve(token, kBase + 8, 64, kAll, kPd), at(8));
+  EXPECT_EQ(table_.resolve(token, kBase + 8, 64, kAll, kQp), at(8));
   const uint64_t across = kPage - 40 + kPage - 100;  // 100 bytes before list entry 2
-  EXPECT_EQ(table_.resolve(token, kBase + across, 200, kAll, kPd), at(across));
+  EXPECT_EQ(table_.resolve(token, kBase + across, 200, kAll, kQp), at(across));
   // Across entries 0 and 1 (pages 6 and 1): no single pointer, but granted.
   const uint64_t gap = kPage - 40 - 10;
-  EXPECT_EQ(table_.resolve(token, kBase + gap, 20, kAll, kPd), nullptr);
-  EXPECT_TRUE(table_.grants(token, kBase + gap, 20, kAll, kPd, false));
+  EXPECT_EQ(table_.resolve(token, kBase + gap, 20, kAll, kQp), nullptr);
+  EXPECT_TRUE(table_.grants(token, kBase + gap, 20, kAll, kQp, false));
   // Out of the region, a wrong key, a wrong PD: refused either way.
-  EXPECT_FALSE(table_.grants(token, kBase + kLength - 4, 8, kAll, kPd, false));
-  EXPECT_FALSE(table_.grants(token + 1, kBase, 8, kAll, kPd, false));
-  EXPECT_FALSE(table_.grants(token, kBase, 8, kAll, kPd + 1, false));
-  EXPECT_FALSE(table_.copy(token, kBase - 1, memory_.get(), 8, kAll, kPd, false, true));
+  EXPECT_FALSE(table_.grants(token, kBase + kLength - 4, 8, kAll, kQp, false));
+  EXPECT_FALSE(table_.grants(token + 1, kBase, 8, kAll, kQp, false));
+  EXPECT_FALSE(table_.grants(token, kBase, 8, kAll, {kPd + 1, kQp.qpn}, false));
+  EXPECT_FALSE(table_.copy(token, kBase - 1, memory_.get(), 8, kAll, kQp, false, true));
 
   // The whole region, in and out, page by page.
   std::vector<uint8_t> in(kLength);
   for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<uint8_t>(i * 7 + 1);
-  ASSERT_TRUE(table_.copy(token, kBase, in.data(), static_cast<uint32_t>(kLength), kAll, kPd, false, true));
+  ASSERT_TRUE(table_.copy(token, kBase, in.data(), static_cast<uint32_t>(kLength), kAll, kQp, false, true));
   for (uint64_t i = 0; i < kLength; ++i) ASSERT_EQ(*at(i), in[i]) << "byte " << i;
   std::vector<uint8_t> out(kLength);
-  ASSERT_TRUE(table_.copy(token, kBase, out.data(), static_cast<uint32_t>(kLength), kAll, kPd, false, false));
+  ASSERT_TRUE(table_.copy(token, kBase, out.data(), static_cast<uint32_t>(kLength), kAll, kQp, false, false));
   EXPECT_EQ(out, in);
   // Nothing before the first byte (the FBO) or in the pages the list does not name was written.
   for (uint32_t i = 0; i < 40; ++i) EXPECT_EQ(memory_.get()[6 * kPage + i], 0) << i;
@@ -93,16 +95,16 @@ TEST_F(PagedRegion, ResolveTranslatesRangesWhosePagesAreAdjacentAndCopyMovesAnyO
   window.valid = false;
   table_.insert(window);
   const uint32_t window_token = window_slot << 8 | 2;
-  ASSERT_TRUE(table_.bind_window(window_token, token, kBase + gap, 100, proto::kAccessRemoteWrite, kPd));
+  ASSERT_TRUE(table_.bind_window(window_token, token, kBase + gap, 100, proto::kAccessRemoteWrite, kQp));
   const uint8_t bytes[20] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20};
-  ASSERT_TRUE(table_.copy(window_token, kBase + gap, const_cast<uint8_t*>(bytes), 20, proto::kAccessRemoteWrite, kPd,
+  ASSERT_TRUE(table_.copy(window_token, kBase + gap, const_cast<uint8_t*>(bytes), 20, proto::kAccessRemoteWrite, kQp,
                           false, true));
   for (uint32_t i = 0; i < 20; ++i) EXPECT_EQ(*at(gap + i), bytes[i]) << i;
-  EXPECT_EQ(table_.resolve(window_token, kBase + gap + 12, 8, proto::kAccessRemoteWrite, kPd), at(gap + 12));
+  EXPECT_EQ(table_.resolve(window_token, kBase + gap + 12, 8, proto::kAccessRemoteWrite, kQp), at(gap + 12));
 
   // Invalidated: nothing resolves or copies any more.
-  ASSERT_TRUE(table_.invalidate_local(token, kPd));
-  EXPECT_FALSE(table_.copy(token, kBase, out.data(), 8, kAll, kPd, false, false));
+  ASSERT_TRUE(table_.invalidate_local(token, kQp));
+  EXPECT_FALSE(table_.copy(token, kBase, out.data(), 8, kAll, kQp, false, false));
 }
 
 TEST_F(PagedRegion, AListTooShortForTheLengthIsRefused) {
@@ -122,6 +124,40 @@ TEST_F(PagedRegion, FourListsWaitAtOnceAndARetiredOneIsTakenAgain) {
   table_.unstage_pages(token_, lists[2]);
   EXPECT_EQ(table_.stage_pages(token_, pages_.data(), 4, 40), lists[2]);
   EXPECT_EQ(table_.stage_pages(7 << 8 | 1, pages_.data(), 4, 40), 0) << "a slot without a page map";
+}
+
+// A type-2 window serves only the QP it was bound through (IBTA 10.6.7.2; rocev2.md §5): another QP of the same
+// PD can neither reach the memory with its key nor invalidate it with a Send with Invalidate.
+TEST(MemoryWindow, ServesOnlyTheQueuePairItWasBoundThrough) {
+  MemoryTable table(8);
+  static uint8_t memory[4096];
+  const auto base = reinterpret_cast<uint64_t>(memory);
+  MemoryRegion region;
+  region.addr = base;
+  region.length = sizeof memory;
+  region.access = proto::kAccessLocalWrite;
+  region.pd = kPd;
+  region.token = 1u << 8 | 1;
+  table.insert(region);
+  MemoryRegion window;
+  window.pd = kPd;
+  window.token = 2u << 8 | 1;
+  window.kind = MemoryKind::kWindow;
+  window.valid = false;
+  table.insert(window);
+  const uint32_t key = 2u << 8 | 2;
+  ASSERT_TRUE(table.bind_window(key, region.token, base + 64, 128, proto::kAccessRemoteWrite, kQp));
+
+  const Requester other{kPd, kQp.qpn + 1};
+  EXPECT_EQ(table.resolve(key, base + 64, 128, proto::kAccessRemoteWrite, kQp), memory + 64);
+  EXPECT_EQ(table.resolve(key, base + 64, 128, proto::kAccessRemoteWrite, other), nullptr);
+  EXPECT_FALSE(table.grants(key, base + 64, 8, proto::kAccessRemoteWrite, other, false));
+  uint8_t bytes[8] = {};
+  EXPECT_FALSE(table.copy(key, base + 64, bytes, 8, proto::kAccessRemoteWrite, other, false, true));
+  EXPECT_FALSE(table.invalidate_remote(key, other));
+  EXPECT_NE(table.resolve(key, base + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "still valid";
+  EXPECT_TRUE(table.invalidate_remote(key, kQp));
+  EXPECT_EQ(table.resolve(key, base + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr);
 }
 
 }  // namespace
