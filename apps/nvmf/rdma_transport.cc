@@ -94,6 +94,9 @@ class BoundedFifo {
 // command in flight, free again once its response SEND completed.
 class RdmaQueue {
  public:
+  // Sets the queue up and accepts the connection. Only an accepted connection's connector becomes the queue's (it
+  // disconnects and closes it); when this fails (nullptr, `error` says why), the connector stays the caller's to
+  // reject and close, so that exactly one of them ever closes it.
   static std::unique_ptr<RdmaQueue> create(Adapter& adapter, NvmfTarget& target, Connector* connector,
                                            const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
                                            std::string& error);
@@ -126,7 +129,7 @@ class RdmaQueue {
     uint32_t key = 0;
   };
 
-  RdmaQueue(Adapter& adapter, Connector* connector) : adapter_(adapter), connector_(connector) {}
+  explicit RdmaQueue(Adapter& adapter) : adapter_(adapter) {}
   std::string open(uint16_t engine);
   bool post_receive(uint32_t buffer);
   uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
@@ -142,7 +145,7 @@ class RdmaQueue {
   }
 
   Adapter& adapter_;
-  Connector* connector_;
+  Connector* connector_ = nullptr;  // set once NdkAccept took the connection: from then on, ours to close
   std::unique_ptr<NvmfQueue> queue_;
   uint32_t entries_ = 0;       // commands the host may have outstanding: receives and slots
   uint32_t capsule_size_ = 0;  // SQE plus in-capsule data (I/O queues)
@@ -176,7 +179,7 @@ class RdmaQueue {
 std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& target, Connector* connector,
                                              const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
                                              std::string& error) {
-  std::unique_ptr<RdmaQueue> q(new RdmaQueue(adapter, connector));
+  std::unique_ptr<RdmaQueue> q(new RdmaQueue(adapter));
   const TargetLimits& limits = target.limits();
   q->entries_ = request.hsqsize + 1u;
   q->capsule_size_ = static_cast<uint32_t>(kSqeSize) + (request.qid == 0 ? 0 : limits.inline_data_size);
@@ -192,9 +195,11 @@ std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& targe
   const NTSTATUS s = connector->NdkAccept(q->qp_, 0, q->read_limit_, reply.data(), reply.size(), &on_disconnect,
                                           q.get(), &apps::Request::complete, &q->accepted_);
   if (s != STATUS_PENDING && s != STATUS_SUCCESS) {
+    // E.g. STATUS_CONNECTION_ABORTED: the host withdrew its REQ (a REJ, reason timeout) before we answered it.
     error = std::string("NdkAccept: ") + NdkStatusName(s);
-    return nullptr;
+    return nullptr;  // `q` never held the connector: its destructor leaves it alone
   }
+  q->connector_ = connector;
   if (s == STATUS_SUCCESS) apps::Request::complete(&q->accepted_, s);
   return q;
 }
@@ -472,10 +477,12 @@ void RdmaTransport::accept(Connector* connector) {
       ++counters_.queues_accepted;
       return;
     }
+    ++counters_.accept_failed;  // no memory or QP, or the host withdrew its REQ: rejected below, once
   } else {
     reject = std::get<RdmaCmReject>(checked);
   }
-  // struct nvme_rdma_cm_rej: recfmt 0, then the status, little-endian.
+  // struct nvme_rdma_cm_rej: recfmt 0, then the status, little-endian. (A REQ the host withdrew needs no answer:
+  // NdkReject then sends nothing.)
   const std::array<uint8_t, 4> rej{0, 0, static_cast<uint8_t>(reject), 0};
   (void)connector->NdkReject(rej.data(), rej.size());
   connector->NdkCloseConnector(nullptr, nullptr);

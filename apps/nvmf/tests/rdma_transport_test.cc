@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -38,7 +39,21 @@ class RdmaTransportTest : public ApiTest {
     target_address_ = apps::to_sockaddr(c.ports[1].addresses.front());
     reinterpret_cast<sockaddr_in*>(&target_address_)->sin_port = htons(kPort);
     host_address_ = apps::to_sockaddr(c.ports[0].addresses.front());
+    start_target({});
+  }
+  void TearDown() override {
+    transport_.reset();  // disconnects the queues that are left
+    target_.reset();
+    ApiTest::TearDown();
+  }
+
+  // (Re)starts the target and its transport with `limits`.
+  void start_target(const TargetLimits& limits) {
+    transport_.reset();
+    target_.reset();
+    const config::Config c = api_test_config();
     TargetConfig config;
+    config.limits = limits;
     SubsystemConfig sub;
     sub.nqn = "nqn.2026-11.io.uroce:test";
     NamespaceConfig ns;
@@ -53,11 +68,6 @@ class RdmaTransportTest : public ApiTest {
     transport_ = RdmaTransport::start(adapter(), *target_, {target_address_}, error);
     ASSERT_TRUE(transport_) << error;
   }
-  void TearDown() override {
-    transport_.reset();  // disconnects the queues that are left
-    target_.reset();
-    ApiTest::TearDown();
-  }
 
   // Polls the target on this thread (its only poller) until `done` holds.
   template <class Done>
@@ -67,6 +77,26 @@ class RdmaTransportTest : public ApiTest {
       return done();
     });
   }
+
+  // A host's CM REQ for an NVMe-oF queue (struct nvme_rdma_cm_req: `qid`, `entries` commands outstanding),
+  // offering `ird` responder resources for the target's RDMA READs. Its NdkConnect completes into `connected`.
+  ndk::Connector* send_request(ndk::testing::Player& host, apps::Request& connected, uint32_t ird = 16,
+                               uint16_t qid = 0, uint16_t entries = 1) {
+    std::array<uint8_t, kRdmaCmPrivateDataSize> request{};
+    request[2] = static_cast<uint8_t>(qid);
+    request[4] = static_cast<uint8_t>(entries);      // hrqsize
+    request[6] = static_cast<uint8_t>(entries - 1);  // hsqsize, 0's based
+    ndk::Connector* c = nullptr;
+    EXPECT_EQ(adapter().NdkCreateConnector(nullptr, nullptr, &c), STATUS_SUCCESS);
+    EXPECT_EQ(
+        c->NdkConnect(host.qp, apps::as_sockaddr(host_address_), apps::socket_address_length(host_address_),
+                      apps::as_sockaddr(target_address_), apps::socket_address_length(target_address_), ird, 0,
+                      request.data(), static_cast<uint32_t>(request.size()), &apps::Request::complete, &connected),
+        ndk::STATUS_PENDING);
+    return c;
+  }
+  // The CM's connections on both ends (UroceQueryResources asks the CM thread, after what it had queued).
+  static uint32_t cm_ids() { return adapter().UroceQueryResources().CmIds; }
 
   sockaddr_storage target_address_{};
   sockaddr_storage host_address_{};
@@ -144,6 +174,35 @@ TEST_F(RdmaTransportTest, ACommandThatFindsNoFreeSlotWaitsForOneAndIsAnswered) {
   std::thread closing([&] { (void)apps::disconnect_and_close(connector, std::chrono::seconds(10)); });
   (void)poll_target_until([&] { return transport_->counters().queues_closed == 1; });
   closing.join();
+}
+
+// A host that sends a REQ and withdraws it (a REJ with reason timeout, as Linux's cm_destroy_id does) before the
+// target answered: NdkAccept fails, and the incoming connector must be rejected and closed exactly once. The queue
+// being set up used to close it as well, and the transport then rejected and closed the freed connector. Nothing is
+// left behind: neither the connector nor the queue's QP, CQs, MR and PD.
+TEST_F(RdmaTransportTest, ARequestWithdrawnBeforeTheAcceptIsClosedOnce) {
+  ndk::testing::Player& host = player();
+  // Connections of earlier tests leave their time-wait (1 s) first.
+  ASSERT_TRUE(ndk::testing::eventually([] { return cm_ids() == 0; }));
+  apps::Request connecting;
+  ndk::Connector* connector = send_request(host, connecting);
+  // Both ends hold the connection: the target's listener has queued the incoming connector, which the transport
+  // (not polled yet) has not taken.
+  ASSERT_TRUE(ndk::testing::eventually([] { return cm_ids() == 2; }));
+  connector->NdkCloseConnector(nullptr, nullptr);  // withdraws the REQ
+  // The target's CM forgets the connection when the REJ comes, after telling the incoming connector.
+  ASSERT_TRUE(ndk::testing::eventually([] { return cm_ids() == 0; }));
+  const ndk::UroceResourceCounts before = adapter().UroceQueryResources();
+
+  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_rejected == 1; }));
+  EXPECT_EQ(transport_->counters().accept_failed, 1u) << "the REQ passed the checks, and NdkAccept failed";
+  EXPECT_EQ(transport_->counters().queues_accepted, 0u);
+  const ndk::UroceResourceCounts after = adapter().UroceQueryResources();
+  EXPECT_EQ(after.Connectors + 1, before.Connectors) << "the incoming connector, closed once";
+  EXPECT_EQ(after.Qps, before.Qps);
+  EXPECT_EQ(after.Cqs, before.Cqs);
+  EXPECT_EQ(after.Mrs, before.Mrs);
+  EXPECT_EQ(after.Pds, before.Pds);
 }
 
 }  // namespace
