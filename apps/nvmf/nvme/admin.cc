@@ -36,6 +36,8 @@ constexpr uint32_t kSglsSupported = 1U << 0, kSglsKeyed = 1U << 2, kSglsOffset =
 // Identify Namespace offsets (struct nvme_id_ns).
 constexpr std::size_t kNsNsze = 0, kNsNcap = 8, kNsNuse = 16, kNsDlfeat = 33, kNsNguid = 104, kNsLbaf0Ds = 130;
 constexpr uint8_t kDlfeatReadsZero = 1;  // deallocated blocks read as zeroes (DSM deallocate zeroes them)
+// I/O command set specific Identify Controller offsets for the NVM command set (struct nvme_id_ctrl_nvm).
+constexpr std::size_t kIdNvmDmrsl = 4, kIdNvmDmsl = 8;
 
 uint64_t log_page_offset(const SqeView& sqe) { return sqe.cdw(12) | (uint64_t{sqe.cdw(13)} << 32); }
 uint64_t log_page_length(const SqeView& sqe) {
@@ -52,7 +54,7 @@ CommandPlan Controller::prepare_admin(const SqeView& sqe) const {
   switch (opcode) {
     case kAdminIdentify: {
       const uint8_t cns = sqe.cdw(10) & 0xFF;
-      const bool known = discovery ? cns == kCnsController : cns <= kCnsNsDescriptors;
+      const bool known = discovery ? cns == kCnsController : cns <= kCnsNsDescriptors || cns == kCnsCsController;
       if (!known) return refuse(kScInvalidField);
       return moves(DataDirection::kControllerToHost, kIdentifySize);
     }
@@ -192,6 +194,15 @@ NvmeStatus Controller::identify(const SqeView& sqe, std::span<uint8_t> out) {
       }
       return kStatusSuccess;
     }
+    case kCnsCsController:
+      // The NVM command set's I/O Command Set Specific Identify Controller (NVM command set 1.0; Linux's
+      // nvme_init_non_mdts_limits asks a VS 1.3 controller too): the size limits of a Dataset Management
+      // deallocate. Linux sizes its discards by DMRSL (max_discard_sectors), so they never exceed DMSL either.
+      // DMRL 0: as many ranges as NR allows (256).
+      if ((sqe.cdw(11) >> 24) != kCsiNvm) return kScInvalidField;
+      store_le<uint32_t>(out, kIdNvmDmrsl, kDsmMaxBlocks);
+      store_le<uint64_t>(out, kIdNvmDmsl, kDsmMaxBlocks);
+      return kStatusSuccess;
     case kCnsNsDescriptors: {
       const NamespaceState* ns = subsystem.find(nsid);
       if (ns == nullptr) return kScInvalidNamespace;

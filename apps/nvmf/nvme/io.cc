@@ -109,10 +109,14 @@ CommandResult Controller::dataset_management(NvmfQueue& queue, NamespaceState& n
     return std::pair{load_le<uint64_t>(ranges, i * kDsmRangeSize + 8),
                      uint64_t{load_le<uint32_t>(ranges, i * kDsmRangeSize + 4)}};
   };
+  uint64_t blocks = 0;                       // at most 256 ranges of under 2^32 blocks: no overflow
   for (std::size_t i = 0; i < count; ++i) {  // all or nothing
     const auto [slba, nlb] = range(i);
     if (!in_namespace(ns, slba, nlb)) return answer(kScLbaOutOfRange);
+    blocks += nlb;
   }
+  // Past DMSL (or DMRSL), which Identify CNS 06h advertises: the NVM command set's Command Size Limit Exceeded.
+  if (blocks > kDsmMaxBlocks) return answer(kScCommandSizeLimit);
   IoCommand& command = target.start_io(queue, tag, &ns, BackendOp::kDeallocate, 0);
   for (std::size_t i = 0; i < count; ++i) {
     const auto [slba, nlb] = range(i);

@@ -38,6 +38,7 @@ inline constexpr NvmeStatus kScSglOffset = 0x016 | kDnr;            // NVME_SC_S
 inline constexpr NvmeStatus kScKeepAliveInvalid = 0x01A | kDnr;     // NVME_SC_KA_TIMEOUT_INVALID
 inline constexpr NvmeStatus kScLbaOutOfRange = 0x080 | kDnr;        // NVME_SC_LBA_RANGE
 inline constexpr NvmeStatus kScCapacityExceeded = 0x081 | kDnr;     // NVME_SC_CAP_EXCEEDED (the backend's ENOSPC)
+inline constexpr NvmeStatus kScCommandSizeLimit = 0x183 | kDnr;     // NVME_SC_CMD_SIZE_LIM_EXCEEDED (past DMSL)
 inline constexpr NvmeStatus kScWriteFault = 0x280;                  // NVME_SC_WRITE_FAULT (media error, SCT 2)
 inline constexpr NvmeStatus kScUnrecoveredReadError = 0x281;        // NVME_SC_READ_ERROR (media error, SCT 2)
 inline constexpr NvmeStatus kScAsyncLimit = 0x105 | kDnr;           // NVME_SC_ASYNC_LIMIT
@@ -128,9 +129,18 @@ inline constexpr uint8_t kCnsNamespace = 0x00;
 inline constexpr uint8_t kCnsController = 0x01;
 inline constexpr uint8_t kCnsActiveNsList = 0x02;
 inline constexpr uint8_t kCnsNsDescriptors = 0x03;
+inline constexpr uint8_t kCnsCsController = 0x06;  // I/O command set specific Identify Controller, for CDW11.CSI
+inline constexpr uint8_t kCsiNvm = 0x00;
 inline constexpr uint32_t kNsidAll = 0xFFFFFFFF;
 inline constexpr uint8_t kNidtNguid = 2;
 inline constexpr uint8_t kNidtUuid = 3;
+
+// --- Dataset Management (NVM command set 1.0 §3.2.3) -----------------------------------------------------------
+// The most logical blocks one deallocate may name, over all its ranges (DMSL) and so in any one of them (DMRSL),
+// both in Identify CNS 06h. Ranges may overlap, so the namespace's size bounds nothing, and a RAM or a zeroing file
+// backend does work in proportion to the blocks named: this keeps a deallocate to what one Write Zeroes may ask
+// (NLB is 16 bits), however many ranges it lists.
+inline constexpr uint32_t kDsmMaxBlocks = 65536;
 
 // --- Get Log Page -------------------------------------------------------------------------------------------
 inline constexpr uint8_t kLogError = 0x01;

@@ -65,7 +65,8 @@ TEST_F(BadInputTest, InvalidField) {
   EXPECT_EQ(io_.run(rw(0x02, 1, 0, 256).keyed(256 * 512)).status(), kStatusSuccess);
   expect_refused(io_.run(rw(0x02, 3, 0, 33).keyed(33 * 4096)), kInvalidField);
   expect_refused(admin_.run(get_log_page(0x01, 256 * 1024)), kInvalidField);
-  EXPECT_EQ(target_.counters().invalid_field, 17U);
+  EXPECT_EQ(admin_.run(identify(0x06).cdw(11, 2U << 24)).status(), kInvalidField);  // CSI 2: zoned, not ours
+  EXPECT_EQ(target_.counters().invalid_field, 18U);
 }
 
 TEST_F(BadInputTest, InvalidNamespace) {
@@ -100,6 +101,25 @@ TEST_F(BadInputTest, LbaOutOfRange) {
   EXPECT_EQ(dsm.status(), kLbaOutOfRange);
   EXPECT_EQ(io_.run(rw(0x02, 1, 0, 1).keyed(512)).data, block);
   EXPECT_EQ(target_.counters().lba_out_of_range, 5U);
+}
+
+// Dataset Management deallocate: ranges may overlap, so each range inside the namespace bounds nothing; the blocks
+// all ranges name together may not exceed DMSL (65536, Identify CNS 06h). 33 ranges over the whole namespace (2048
+// blocks each) are refused with Command Size Limit Exceeded and zero nothing; 32 are within the limit.
+TEST_F(BadInputTest, DatasetManagementPastTheSizeLimit) {
+  std::vector<uint8_t> block(512, 0x77);
+  ASSERT_EQ(io_.run(rw(0x01, 1, 100, 1).keyed(512), block).status(), kStatusSuccess);
+  auto deallocate_whole_namespace = [&](uint32_t times) {
+    std::vector<uint8_t> ranges(std::size_t{16} * times, 0);
+    for (std::size_t i = 0; i < times; ++i) put32(ranges, 16 * i + 4, 2048);  // NLB, from SLBA 0
+    return io_.run(Sqe(0x09, 2).nsid(1).cdw(10, times - 1).cdw(11, 4).keyed(16 * times), ranges);
+  };
+  const uint64_t errors = target_.counters().errors;
+  EXPECT_EQ(deallocate_whole_namespace(33).status(), kCommandSizeLimitExceeded);
+  EXPECT_EQ(target_.counters().errors, errors + 1);
+  EXPECT_EQ(io_.run(rw(0x02, 1, 100, 1).keyed(512)).data, block);
+  EXPECT_EQ(deallocate_whole_namespace(32).status(), kStatusSuccess);
+  EXPECT_EQ(io_.run(rw(0x02, 1, 100, 1).keyed(512)).data, std::vector<uint8_t>(512, 0));
 }
 
 TEST_F(BadInputTest, ConnectInvalidParametersNamesTheField) {

@@ -35,6 +35,7 @@ inline constexpr NvmeStatus kSglOffsetInvalid = 0x4016;
 inline constexpr NvmeStatus kKeepAliveInvalid = 0x401A;
 inline constexpr NvmeStatus kLbaOutOfRange = 0x4080;
 inline constexpr NvmeStatus kAsyncLimit = 0x4105;
+inline constexpr NvmeStatus kCommandSizeLimitExceeded = 0x4183;
 inline constexpr NvmeStatus kConnectIncompatibleFormat = 0x4180;
 inline constexpr NvmeStatus kConnectInvalidParameters = 0x4182;
 inline constexpr NvmeStatus kConnectInvalidHost = 0x4184;

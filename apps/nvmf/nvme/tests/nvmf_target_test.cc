@@ -68,6 +68,12 @@ TEST_F(NvmfTargetTest, LinuxHostAdminSequenceThenIo) {
   EXPECT_EQ(get32(c, 1796), 1U);    // IORCSZ
   EXPECT_EQ(get16(c, 1800), 0);     // ICDOFF
   EXPECT_EQ(c[1803], 1);            // MSDBD
+  // Identify CNS 06h for the NVM command set (CSI 0), which Linux asks next: the limits of one deallocate.
+  const Exchange nvm = admin.run(identify(0x06));
+  ASSERT_EQ(nvm.status(), kStatusSuccess);
+  EXPECT_EQ(nvm.data[3], 0);              // DMRL: as many ranges as NR allows
+  EXPECT_EQ(get32(nvm.data, 4), 65536U);  // DMRSL
+  EXPECT_EQ(get64(nvm.data, 8), 65536U);  // DMSL
 
   // 5. Number of Queues: 4 asked, 4 granted (0's based both halves).
   const Exchange nq = admin.run(set_features(0x07, 3 | 3 << 16));
@@ -193,6 +199,7 @@ TEST_F(NvmfTargetTest, DiscoveryControllerAndItsLogInLibnvmeChunks) {
   EXPECT_EQ(text(id.data, 768, std::strlen(kDiscoveryNqn)), kDiscoveryNqn);
   EXPECT_EQ(id.data[261] & 4, 4);  // LPA: extended data (LPO)
   EXPECT_EQ(get32(id.data, 536), 0x00100005U);
+  EXPECT_EQ(disc.run(identify(0x06)).status(), kInvalidField);  // no I/O command set here
 
   // libnvme: the header (RAE) at LPO 0 ...
   const Exchange header = disc.run(get_log_page(0x70, 1024, 0, 0));
@@ -427,6 +434,44 @@ TEST(NvmfHelpers, RamBackendStaysInsideAndCompletesWithinSubmit) {
   EXPECT_EQ(request(BackendOp::kFlush, 0, 0), 0);
   std::array<BackendCompletion, 4> completions;
   EXPECT_EQ(ram->poll(completions), 0U);
+}
+
+// Deallocate and Write Zeroes hand whole pages back to the kernel and clear the partial pages at either end by hand:
+// every byte in the range reads as zero afterwards, every byte outside keeps its data, and a page handed back takes
+// writes again.
+TEST(NvmfHelpers, RamBackendZeroesPartialAndWholePages) {
+  constexpr std::size_t kSize = 4 * 4096;
+  auto ram = make_ram_backend(kSize);
+  auto request = [&](BackendOp op, uint64_t offset, std::vector<uint8_t>& data) {
+    BackendRequest r;
+    r.op = op;
+    r.offset = offset;
+    r.length = data.size();
+    r.data = data.data();
+    return ram->submit(r);
+  };
+  std::vector<uint8_t> all(kSize, 0xAB);
+  ASSERT_EQ(request(BackendOp::kWrite, 0, all), 0);
+  // From the middle of page 0 to the middle of page 3: pages 1 and 2 whole.
+  std::vector<uint8_t> range(3 * 4096);
+  ASSERT_EQ(request(BackendOp::kDeallocate, 2048, range), 0);
+  ASSERT_EQ(request(BackendOp::kRead, 0, all), 0);
+  for (std::size_t i = 0; i < kSize; ++i) {
+    const bool inside = i >= 2048 && i < 2048 + range.size();
+    ASSERT_EQ(all[i], inside ? 0 : 0xAB) << "byte " << i;
+  }
+  std::vector<uint8_t> page(4096, 0xCD);
+  ASSERT_EQ(request(BackendOp::kWrite, 4096, page), 0);
+  std::fill(page.begin(), page.end(), 0);
+  ASSERT_EQ(request(BackendOp::kRead, 4096, page), 0);
+  EXPECT_EQ(page, std::vector<uint8_t>(4096, 0xCD));
+  // Within one page, and Write Zeroes of whole pages.
+  std::vector<uint8_t> small(512);
+  ASSERT_EQ(request(BackendOp::kWriteZeroes, 4096 + 512, small), 0);
+  std::vector<uint8_t> whole(kSize);
+  ASSERT_EQ(request(BackendOp::kWriteZeroes, 0, whole), 0);
+  ASSERT_EQ(request(BackendOp::kRead, 0, all), 0);
+  EXPECT_EQ(all, std::vector<uint8_t>(kSize, 0));
 }
 
 TEST(NvmfConfig, ValidateNamesTheFirstProblem) {
