@@ -45,7 +45,7 @@ CommandResult failed_with(NvmeStatus status) {
 }  // namespace
 
 std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8_t> private_data,
-                                                           const TargetLimits& limits) {
+                                                           uint32_t responder_resources, const TargetLimits& limits) {
   if (private_data.size() < kRdmaCmPrivateDataSize) return RdmaCmReject::kInvalidLength;
   RdmaCmRequest r;
   r.recfmt = le16(private_data, 0);
@@ -60,6 +60,10 @@ std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8
   if (r.hsqsize + 1u > max_entries) return RdmaCmReject::kInvalidHsqsize;
   // The host must take a response for every command it may have outstanding (nvmet's check).
   if (r.hrqsize < r.hsqsize + 1u || r.hrqsize > max_entries + 1u) return RdmaCmReject::kInvalidHrqsize;
+  // Data from the host comes by our RDMA READs, at most as many at once as its responder resources (the REQ's IRD;
+  // the accept clamps our ORD to it). With none, no such command ever runs, the admin queue's Connect among them
+  // (its data is always fetched by keyed SGL), and the queue would stall: NVME_RDMA_CM_INVALID_IRD.
+  if (responder_resources == 0) return RdmaCmReject::kInvalidIrd;
   return r;
 }
 
@@ -184,7 +188,7 @@ std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& targe
   q->entries_ = request.hsqsize + 1u;
   q->capsule_size_ = static_cast<uint32_t>(kSqeSize) + (request.qid == 0 ? 0 : limits.inline_data_size);
   q->data_size_ = 4096u << limits.mdts;
-  q->read_limit_ = std::max<uint32_t>(read_limit, 1);
+  q->read_limit_ = read_limit;
   q->queue_ = target.open_queue(request.qid, static_cast<uint16_t>(q->entries_));
   if (error = q->open(engine); !error.empty()) return nullptr;
   // The REP's private data: recfmt 0 and crqsize, the receives we keep posted (struct nvme_rdma_cm_rep).
@@ -426,7 +430,13 @@ void RdmaQueue::respond(uint32_t slot, const CommandResult& result, TransportCou
 
 std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget& target,
                                                     const std::vector<sockaddr_storage>& listen, std::string& error) {
-  std::unique_ptr<RdmaTransport> t(new RdmaTransport(adapter, target));
+  NdkAdapterInfo info{};
+  uint32_t info_size = sizeof info;
+  if (const NTSTATUS s = adapter.NdkQueryAdapterInfo(&info, &info_size); s != STATUS_SUCCESS) {
+    error = std::string("NdkQueryAdapterInfo: ") + NdkStatusName(s);
+    return nullptr;
+  }
+  std::unique_ptr<RdmaTransport> t(new RdmaTransport(adapter, target, info.MaxOutboundReadLimit));
   for (const sockaddr_storage& address : listen) {
     std::unique_ptr<apps::CmListener> l = apps::CmListener::listen(adapter, address, error);
     if (!l) return nullptr;
@@ -435,7 +445,8 @@ std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget
   return t;
 }
 
-RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target) : adapter_(adapter), target_(target) {}
+RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target, uint32_t max_reads)
+    : adapter_(adapter), target_(target), max_reads_(max_reads) {}
 
 RdmaTransport::~RdmaTransport() {
   // Backends still writing into queues' buffers finish first (teardown: a bounded wait).
@@ -465,14 +476,17 @@ void RdmaTransport::accept(Connector* connector) {
   std::vector<uint8_t> data(length);
   const NTSTATUS s = connector->NdkGetConnectionData(&ird, &ord, data.data(), &length);
   std::variant<RdmaCmRequest, RdmaCmReject> checked =
-      s == STATUS_SUCCESS ? check_cm_request(std::span(data.data(), length), target_.limits())
+      s == STATUS_SUCCESS ? check_cm_request(std::span(data.data(), length), ird, target_.limits())
                           : std::variant<RdmaCmRequest, RdmaCmReject>(RdmaCmReject::kInvalidLength);
   RdmaCmReject reject = RdmaCmReject::kNoResources;
   if (const auto* request = std::get_if<RdmaCmRequest>(&checked)) {
     std::string error;
     const uint16_t engine = static_cast<uint16_t>(next_engine_++ % adapter_.UroceEngineCount());
-    // Our READs of the host's data: as many at once as its responder resources allow (the peer's IRD).
-    if (std::unique_ptr<RdmaQueue> q = RdmaQueue::create(adapter_, target_, connector, *request, engine, ird, error)) {
+    // Our READs of the host's data: as many at once as its responder resources (its IRD, not 0) and our QP allow,
+    // which is what NdkAccept makes the QP's ORD.
+    const uint32_t read_limit = std::min(ird, max_reads_);
+    if (std::unique_ptr<RdmaQueue> q =
+            RdmaQueue::create(adapter_, target_, connector, *request, engine, read_limit, error)) {
       queues_.push_back(std::move(q));
       ++counters_.queues_accepted;
       return;

@@ -42,10 +42,13 @@ enum class RdmaCmReject : uint16_t {
   kInvalidHsqsize = 4,
   kInvalidHrqsize = 5,
   kNoResources = 6,
+  kInvalidIrd = 7,
 };
-// Parses and checks a request against the target's limits (the admin queue holds at most 32 entries): the
+// Parses and checks a request (its private data, and the responder resources the host offers in the REQ, which
+// bound our RDMA READs of its data) against the target's limits (the admin queue holds at most 32 entries): the
 // request, or the reject code to answer with.
 [[nodiscard]] std::variant<RdmaCmRequest, RdmaCmReject> check_cm_request(std::span<const uint8_t> private_data,
+                                                                         uint32_t responder_resources,
                                                                          const TargetLimits& limits);
 
 struct TransportCounters {
@@ -82,13 +85,14 @@ class RdmaTransport {
   [[nodiscard]] std::size_t closing_queue_count() const noexcept { return closing_.size(); }
 
  private:
-  RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target);
+  RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target, uint32_t max_reads);
   void accept(ndk::Connector* connector);
   // Destroys the closing queues whose disconnect settled; returns how many.
   std::size_t reap_closed(std::chrono::steady_clock::time_point now);
 
   ndk::Adapter& adapter_;
   NvmfTarget& target_;
+  uint32_t max_reads_;  // RDMA READs a QP of this adapter may have outstanding (its MaxOutboundReadLimit)
   std::vector<std::unique_ptr<apps::CmListener>> listeners_;
   std::vector<std::unique_ptr<RdmaQueue>> queues_;
   std::vector<std::unique_ptr<RdmaQueue>> closing_;  // disconnecting: no longer polled, destroyed once settled

@@ -7,8 +7,10 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
+#include <variant>
 #include <vector>
 
 #include <arpa/inet.h>
@@ -95,6 +97,16 @@ class RdmaTransportTest : public ApiTest {
         ndk::STATUS_PENDING);
     return c;
   }
+  // Polls the target until it answered the REQ of `c`: the NVMe RDMA reject code (struct nvme_rdma_cm_rej's sts),
+  // or nothing if it accepted.
+  std::optional<RdmaCmReject> answer(ndk::Connector* c, apps::Request& connected) {
+    EXPECT_TRUE(poll_target_until([&] { return connected.done.load(); }));
+    if (connected.status.load() != ndk::STATUS_CONNECTION_REFUSED) return std::nullopt;
+    std::array<uint8_t, 256> rej{};
+    auto length = static_cast<uint32_t>(rej.size());
+    EXPECT_EQ(c->NdkGetConnectionData(nullptr, nullptr, rej.data(), &length), STATUS_SUCCESS);
+    return static_cast<RdmaCmReject>(rej[2] | rej[3] << 8);
+  }
   // The CM's connections on both ends (UroceQueryResources asks the CM thread, after what it had queued).
   static uint32_t cm_ids() { return adapter().UroceQueryResources().CmIds; }
 
@@ -119,6 +131,7 @@ TEST_F(RdmaTransportTest, ACommandThatFindsNoFreeSlotWaitsForOneAndIsAnswered) {
   std::string private_data(32, '\0');
   private_data[4] = 1;  // hrqsize 1, hsqsize 0 (one command outstanding), qid 0: the admin queue
   params.private_data = private_data;
+  params.inbound_read_limit = 16;  // responder resources for the target's RDMA READs
   ndk::Connector* connector = nullptr;
   std::thread connecting(
       [&] { connector = apps::connect_qp(adapter(), *host.qp, host_address_, target_address_, params, error); });
@@ -203,6 +216,29 @@ TEST_F(RdmaTransportTest, ARequestWithdrawnBeforeTheAcceptIsClosedOnce) {
   EXPECT_EQ(after.Cqs, before.Cqs);
   EXPECT_EQ(after.Mrs, before.Mrs);
   EXPECT_EQ(after.Pds, before.Pds);
+}
+
+// A host that offers no responder resources (IRD 0 in its REQ) could never have its data read: the target's RDMA
+// READs may not exceed them, and even the admin queue's Connect fetches its data by READ. Its queue would wait
+// forever; the REQ is rejected with NVME_RDMA_CM_INVALID_IRD instead.
+TEST_F(RdmaTransportTest, AHostOfferingNoResponderResourcesIsRejectedWithInvalidIrd) {
+  ndk::testing::Player& host = player();
+  apps::Request connecting;
+  ndk::Connector* connector = send_request(host, connecting, /*ird=*/0);
+  EXPECT_EQ(answer(connector, connecting), RdmaCmReject::kInvalidIrd);
+  EXPECT_EQ(transport_->counters().queues_rejected, 1u);
+  EXPECT_EQ(transport_->counters().queues_accepted, 0u);
+  connector->NdkCloseConnector(nullptr, nullptr);
+}
+
+TEST(CheckCmRequest, ResponderResourcesMustNotBeZero) {
+  std::array<uint8_t, kRdmaCmPrivateDataSize> request{};
+  request[4] = 32;  // hrqsize
+  request[6] = 31;  // hsqsize
+  EXPECT_TRUE(std::holds_alternative<RdmaCmRequest>(check_cm_request(request, 1, TargetLimits{})));
+  const auto zero = check_cm_request(request, 0, TargetLimits{});
+  ASSERT_TRUE(std::holds_alternative<RdmaCmReject>(zero));
+  EXPECT_EQ(std::get<RdmaCmReject>(zero), RdmaCmReject::kInvalidIrd);
 }
 
 }  // namespace
