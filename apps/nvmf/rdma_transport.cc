@@ -109,9 +109,19 @@ class RdmaQueue {
   RdmaQueue& operator=(const RdmaQueue&) = delete;
 
   bool poll(TransportCounters& counters);
-  // The host disconnected, the connection failed, or the controller is gone: the transport closes the queue.
+  // The host disconnected, the connection failed, the controller is gone, or none came in time: the transport
+  // closes the queue.
   [[nodiscard]] bool finished() const {
-    return peer_gone_.load(std::memory_order_relaxed) || failed_ || (queue_->connected() && queue_->dead());
+    return peer_gone_.load(std::memory_order_relaxed) || failed_ || connect_expired_ ||
+           (queue_->connected() && queue_->dead());
+  }
+  // True once, when limits.connect_timeout_ms has passed since the accept without a controller (no Fabrics Connect
+  // succeeded): the queue is finished from then on. Keep-alive (NVMe base 2.0 §3.9) only starts with a controller,
+  // so nothing else ends a queue whose host stays silent, and each holds a QP and its buffers.
+  [[nodiscard]] bool expire_unconnected(Clock::time_point now) {
+    if (connect_expired_ || queue_->connected() || now < connect_deadline_) return false;
+    connect_expired_ = true;
+    return true;
   }
   // No backend holds one of its data buffers: it may close.
   [[nodiscard]] bool drained() const { return queue_->in_flight() == 0; }
@@ -176,8 +186,10 @@ class RdmaQueue {
   apps::Request disconnected_;
   bool closing_ = false;
   Clock::time_point close_deadline_{};
+  Clock::time_point connect_deadline_{};
   std::atomic<bool> peer_gone_{false};
   bool failed_ = false;
+  bool connect_expired_ = false;
 };
 
 std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& target, Connector* connector,
@@ -190,6 +202,7 @@ std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& targe
   q->data_size_ = 4096u << limits.mdts;
   q->read_limit_ = read_limit;
   q->queue_ = target.open_queue(request.qid, static_cast<uint16_t>(q->entries_));
+  q->connect_deadline_ = Clock::now() + std::chrono::milliseconds(limits.connect_timeout_ms);
   if (error = q->open(engine); !error.empty()) return nullptr;
   // The REP's private data: recfmt 0 and crqsize, the receives we keep posted (struct nvme_rdma_cm_rep).
   std::array<uint8_t, kRdmaCmPrivateDataSize> reply{};
@@ -479,21 +492,25 @@ void RdmaTransport::accept(Connector* connector) {
       s == STATUS_SUCCESS ? check_cm_request(std::span(data.data(), length), ird, target_.limits())
                           : std::variant<RdmaCmRequest, RdmaCmReject>(RdmaCmReject::kInvalidLength);
   RdmaCmReject reject = RdmaCmReject::kNoResources;
-  if (const auto* request = std::get_if<RdmaCmRequest>(&checked)) {
+  if (!std::holds_alternative<RdmaCmRequest>(checked)) {
+    reject = std::get<RdmaCmReject>(checked);
+  } else if (queues_.size() + closing_.size() >= target_.limits().max_queues) {
+    // Closing queues count too: their QPs and buffers stay until the DREP (or kDisconnectTimeout).
+    ++counters_.queue_limit;
+  } else {
+    const RdmaCmRequest& request = std::get<RdmaCmRequest>(checked);
     std::string error;
     const uint16_t engine = static_cast<uint16_t>(next_engine_++ % adapter_.UroceEngineCount());
     // Our READs of the host's data: as many at once as its responder resources (its IRD, not 0) and our QP allow,
     // which is what NdkAccept makes the QP's ORD.
     const uint32_t read_limit = std::min(ird, max_reads_);
     if (std::unique_ptr<RdmaQueue> q =
-            RdmaQueue::create(adapter_, target_, connector, *request, engine, read_limit, error)) {
+            RdmaQueue::create(adapter_, target_, connector, request, engine, read_limit, error)) {
       queues_.push_back(std::move(q));
       ++counters_.queues_accepted;
       return;
     }
     ++counters_.accept_failed;  // no memory or QP, or the host withdrew its REQ: rejected below, once
-  } else {
-    reject = std::get<RdmaCmReject>(checked);
   }
   // struct nvme_rdma_cm_rej: recfmt 0, then the status, little-endian. (A REQ the host withdrew needs no answer:
   // NdkReject then sends nothing.)
@@ -512,10 +529,13 @@ bool RdmaTransport::poll() {
     }
   }
   busy |= target_.poll() != 0;  // backend completions, to each command's queue
-  for (auto& q : queues_) busy |= q->poll(counters_);
+  const auto now = Clock::now();
+  for (auto& q : queues_) {
+    busy |= q->poll(counters_);
+    if (q->expire_unconnected(now)) ++counters_.connect_timeouts;
+  }
   // I/O queues before their admin queue: the admin queue's end destroys the controller. A queue whose commands a
   // backend still runs stays (and is polled) until they finish: their data buffers are its own.
-  const auto now = Clock::now();
   const auto gone = std::stable_partition(queues_.begin(), queues_.end(),
                                           [](const auto& q) { return !(q->finished() && q->drained()); });
   if (gone != queues_.end()) {

@@ -53,8 +53,10 @@ enum class RdmaCmReject : uint16_t {
 
 struct TransportCounters {
   uint64_t queues_accepted = 0;
-  uint64_t queues_rejected = 0;  // REQs answered with a REJ (or withdrawn before the accept), each counted once
-  uint64_t accept_failed = 0;    // of those, REQs that passed the checks but whose queue could not be set up
+  uint64_t queues_rejected = 0;   // REQs answered with a REJ (or withdrawn before the accept), each counted once
+  uint64_t accept_failed = 0;     // of those, REQs that passed the checks but whose queue could not be set up
+  uint64_t queue_limit = 0;       // of those, REQs that came while limits.max_queues queues were held (NO_RSC)
+  uint64_t connect_timeouts = 0;  // queues closed for want of a Fabrics Connect within limits.connect_timeout_ms
   uint64_t queues_closed = 0;
   uint64_t capsules = 0;
   uint64_t bad_capsules = 0;   // shorter than an SQE: dropped, as nvmet does

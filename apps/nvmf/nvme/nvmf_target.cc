@@ -190,6 +190,8 @@ std::optional<std::string> NvmfTarget::validate(const TargetConfig& config) {
   if (l.mdts == 0 || l.mdts > 15) return std::string("limits.mdts: 1 to 15 (8 KiB to 128 MiB)");
   if (l.keep_alive_granularity_ms < 100 || l.keep_alive_granularity_ms % 100 != 0)
     return std::string("limits.keep_alive_granularity_ms: a multiple of 100");
+  if (l.max_queues == 0) return std::string("limits.max_queues: at least 1");
+  if (l.connect_timeout_ms == 0) return std::string("limits.connect_timeout_ms: at least 1");
   return std::nullopt;
 }
 

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -30,6 +32,8 @@ using ndk::testing::api_test_config;
 using ndk::testing::ApiTest;
 
 constexpr uint16_t kPort = 4420;
+constexpr const char* kSubsystemNqn = "nqn.2026-11.io.uroce:test";
+constexpr const char* kHostNqn = "nqn.2014-08.org.nvmexpress:uuid:11111111-2222-3333-4444-555555555555";
 constexpr std::size_t kSqe = 64;
 constexpr std::size_t kCqe = 16;
 
@@ -57,7 +61,7 @@ class RdmaTransportTest : public ApiTest {
     TargetConfig config;
     config.limits = limits;
     SubsystemConfig sub;
-    sub.nqn = "nqn.2026-11.io.uroce:test";
+    sub.nqn = kSubsystemNqn;
     NamespaceConfig ns;
     ns.nsid = 1;
     ns.backend = make_ram_backend(1 << 20);
@@ -80,14 +84,20 @@ class RdmaTransportTest : public ApiTest {
     });
   }
 
-  // A host's CM REQ for an NVMe-oF queue (struct nvme_rdma_cm_req: `qid`, `entries` commands outstanding),
-  // offering `ird` responder resources for the target's RDMA READs. Its NdkConnect completes into `connected`.
+  // The private data of a host's CM REQ for an NVMe-oF queue (struct nvme_rdma_cm_req): `qid`, `entries` commands
+  // outstanding.
+  static std::string cm_request(uint16_t qid, uint16_t entries) {
+    std::string request(kRdmaCmPrivateDataSize, '\0');
+    request[2] = static_cast<char>(qid);
+    request[4] = static_cast<char>(entries);      // hrqsize
+    request[6] = static_cast<char>(entries - 1);  // hsqsize, 0's based
+    return request;
+  }
+  // A host's CM REQ for an NVMe-oF queue, offering `ird` responder resources for the target's RDMA READs. Its
+  // NdkConnect completes into `connected`.
   ndk::Connector* send_request(ndk::testing::Player& host, apps::Request& connected, uint32_t ird = 16,
                                uint16_t qid = 0, uint16_t entries = 1) {
-    std::array<uint8_t, kRdmaCmPrivateDataSize> request{};
-    request[2] = static_cast<uint8_t>(qid);
-    request[4] = static_cast<uint8_t>(entries);      // hrqsize
-    request[6] = static_cast<uint8_t>(entries - 1);  // hsqsize, 0's based
+    const std::string request = cm_request(qid, entries);
     ndk::Connector* c = nullptr;
     EXPECT_EQ(adapter().NdkCreateConnector(nullptr, nullptr, &c), STATUS_SUCCESS);
     EXPECT_EQ(
@@ -106,6 +116,79 @@ class RdmaTransportTest : public ApiTest {
     auto length = static_cast<uint32_t>(rej.size());
     EXPECT_EQ(c->NdkGetConnectionData(nullptr, nullptr, rej.data(), &length), STATUS_SUCCESS);
     return static_cast<RdmaCmReject>(rej[2] | rej[3] << 8);
+  }
+  // A host's admin queue of `entries` commands through connect_qp (REQ, REP, RTU) while this thread polls the
+  // target: the connected connector, or nullptr. `disconnected`, if given, is set when the target disconnects.
+  ndk::Connector* connect_host(ndk::testing::Player& host, uint16_t entries, std::atomic<bool>* disconnected = nullptr,
+                               uint32_t ird = 16) {
+    apps::CmConnectParams params;
+    params.private_data = cm_request(0, entries);
+    params.inbound_read_limit = ird;
+    if (disconnected != nullptr) {
+      params.on_disconnect = [](void* flag) { static_cast<std::atomic<bool>*>(flag)->store(true); };
+      params.disconnect_context = disconnected;
+    }
+    std::atomic<bool> done{false};
+    ndk::Connector* connector = nullptr;
+    std::string error;
+    std::thread connecting([&] {
+      connector = apps::connect_qp(adapter(), *host.qp, host_address_, target_address_, params, error);
+      done = true;
+    });
+    EXPECT_TRUE(poll_target_until([&] { return done.load(); }));
+    connecting.join();
+    EXPECT_NE(connector, nullptr) << error;
+    return connector;
+  }
+  // The host disconnects and closes `connector` while this thread polls the target.
+  void disconnect(ndk::Connector* connector) {
+    std::atomic<bool> done{false};
+    std::thread closing([&] {
+      (void)apps::disconnect_and_close(connector, std::chrono::seconds(10));
+      done = true;
+    });
+    EXPECT_TRUE(poll_target_until([&] { return done.load(); }));
+    closing.join();
+  }
+  // The host's Fabrics Connect on its admin queue (NVMe-oF 1.1 §3.3), as Linux sends it: the connect data in the
+  // host's memory behind a keyed SGL (0x40), which the target fetches by RDMA READ; KATO 0. Returns the response's
+  // status field without the phase bit (0: the queue has a controller now).
+  uint16_t fabrics_connect(ndk::testing::Player& host, uint16_t sqsize) {
+    constexpr std::size_t kResponse = 4096, kData = 8192;
+    uint8_t* const data = host.buffer + kData;
+    std::memset(data, 0, kConnectDataSize);
+    data[16] = 0xFF;  // CNTLID 0xFFFF: dynamic
+    data[17] = 0xFF;
+    std::memcpy(data + 256, kSubsystemNqn, std::strlen(kSubsystemNqn));
+    std::memcpy(data + 512, kHostNqn, std::strlen(kHostNqn));
+    uint8_t* const sqe = host.buffer;
+    std::memset(sqe, 0, kSqe);
+    sqe[0] = 0x7F;  // Fabrics
+    sqe[1] = 0x40;  // PSDT 01b: SGLs
+    sqe[2] = 1;     // CID
+    sqe[4] = 0x01;  // Connect
+    const uint64_t address = host.address(kData);
+    const uint32_t length = kConnectDataSize;
+    const uint32_t key = host.token();
+    std::memcpy(sqe + 24, &address, 8);
+    std::memcpy(sqe + 32, &length, 3);
+    std::memcpy(sqe + 35, &key, 4);
+    sqe[39] = 0x40;                     // keyed data block, address
+    std::memcpy(sqe + 44, &sqsize, 2);  // SQSIZE; QID 0, KATO 0
+    EXPECT_EQ(host.receive(kResponse, kCqe, 2), STATUS_SUCCESS);
+    EXPECT_EQ(host.send(0, kSqe, 1), STATUS_SUCCESS);
+    bool answered = false;
+    EXPECT_TRUE(poll_target_until([&] {
+      NdkResult r;
+      while (host.cq->NdkGetCqResults(&r, 1) == 1) {
+        EXPECT_EQ(r.Status, STATUS_SUCCESS);
+        answered |= reinterpret_cast<uintptr_t>(r.RequestContext) == 2;
+      }
+      return answered;
+    }));
+    uint16_t status = 0;
+    std::memcpy(&status, host.buffer + kResponse + 14, 2);
+    return static_cast<uint16_t>(status >> 1);
   }
   // The CM's connections on both ends (UroceQueryResources asks the CM thread, after what it had queued).
   static uint32_t cm_ids() { return adapter().UroceQueryResources().CmIds; }
@@ -239,6 +322,59 @@ TEST(CheckCmRequest, ResponderResourcesMustNotBeZero) {
   const auto zero = check_cm_request(request, 0, TargetLimits{});
   ASSERT_TRUE(std::holds_alternative<RdmaCmReject>(zero));
   EXPECT_EQ(std::get<RdmaCmReject>(zero), RdmaCmReject::kInvalidIrd);
+}
+
+// A host that connects a queue and never sends Fabrics Connect: keep-alive only starts with a controller, so the
+// target disconnects the queue itself once limits.connect_timeout_ms has passed, and counts it. A queue whose Connect
+// succeeded (accepted earlier, so its deadline passed first) stays. That host offers more responder resources than
+// the adapter's rdma.max_rd_atomic (16): the target's READ limit is the smaller, and the Connect data's READ works.
+TEST_F(RdmaTransportTest, AQueueWithoutFabricsConnectIsClosedAfterTheTimeout) {
+  TargetLimits limits;
+  limits.connect_timeout_ms = 1000;  // long enough for the other host's Connect on a loaded machine
+  start_target(limits);
+  ndk::testing::Player& connected = player();
+  ndk::testing::Player& silent = player();
+  ndk::Connector* with_controller = connect_host(connected, 2, nullptr, /*ird=*/64);
+  ASSERT_NE(with_controller, nullptr);
+  ASSERT_EQ(fabrics_connect(connected, 1), 0) << "Connect succeeds";
+  std::atomic<bool> silent_disconnected{false};
+  ndk::Connector* without = connect_host(silent, 2, &silent_disconnected);
+  ASSERT_NE(without, nullptr);
+
+  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
+  EXPECT_EQ(transport_->counters().connect_timeouts, 1u);
+  EXPECT_TRUE(ndk::testing::eventually([&] { return silent_disconnected.load(); })) << "the target's DREQ";
+  EXPECT_EQ(transport_->queue_count(), 1u) << "the queue with a controller stays";
+  EXPECT_EQ(target_->controller_count(), 1u);
+  disconnect(without);
+  disconnect(with_controller);
+}
+
+// Every queue holds a QP and its buffers, with a controller or not: the target holds at most limits.max_queues at
+// once (closing ones included) and answers a REQ beyond with NVME_RDMA_CM_NO_RSC. Once a queue has closed, a new one
+// is accepted again.
+TEST_F(RdmaTransportTest, RequestsBeyondMaxQueuesAreRejectedWithNoResources) {
+  TargetLimits limits;
+  limits.max_queues = 2;
+  start_target(limits);
+  ndk::Connector* first = connect_host(player(), 2);
+  ndk::Connector* second = connect_host(player(), 2);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  apps::Request connecting;
+  ndk::Connector* third = send_request(player(), connecting);
+  EXPECT_EQ(answer(third, connecting), RdmaCmReject::kNoResources);
+  EXPECT_EQ(transport_->counters().queue_limit, 1u);
+  EXPECT_EQ(transport_->counters().queues_rejected, 1u);
+  third->NdkCloseConnector(nullptr, nullptr);
+
+  disconnect(first);
+  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
+  ndk::Connector* fourth = connect_host(player(), 2);
+  EXPECT_NE(fourth, nullptr) << "room again once a queue has closed";
+  EXPECT_EQ(transport_->counters().queues_accepted, 3u);
+  disconnect(second);
+  disconnect(fourth);
 }
 
 }  // namespace

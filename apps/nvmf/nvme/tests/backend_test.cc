@@ -322,6 +322,28 @@ TEST(FileBackendOpen, TheNvmfSectionTakesFileNamespacesAndNamesItsErrors) {
             std::vector<std::string>{at + ".io: must be auto, io_uring or threads, got 'aio'"});
 }
 
+// The transport's limits in the nvmf section: the queue cap and the wait for Fabrics Connect, with their defaults.
+TEST(NvmfSection, LimitsTakeTheQueueCapAndTheConnectTimeout) {
+  auto load = [](const std::string& limits) {
+    return load_nvmf_config("nvmf:\n  limits: {" + limits +
+                            "}\n  subsystems:\n    - nqn: nqn.2024-01.io.uroce:test\n      namespaces: [{nsid: 1, "
+                            "ram_mb: 1}]\n");
+  };
+  const auto defaults = load("");
+  ASSERT_TRUE(std::holds_alternative<NvmfConfig>(defaults));
+  EXPECT_EQ(std::get<NvmfConfig>(defaults).target.limits.max_queues, 256);
+  EXPECT_EQ(std::get<NvmfConfig>(defaults).target.limits.connect_timeout_ms, 10000U);
+  const auto set = load("max_queues: 8, connect_timeout_ms: 2500");
+  ASSERT_TRUE(std::holds_alternative<NvmfConfig>(set));
+  EXPECT_EQ(std::get<NvmfConfig>(set).target.limits.max_queues, 8);
+  EXPECT_EQ(std::get<NvmfConfig>(set).target.limits.connect_timeout_ms, 2500U);
+  const auto zero = load("max_queues: 0, connect_timeout_ms: 50");
+  ASSERT_TRUE(std::holds_alternative<std::vector<std::string>>(zero));
+  EXPECT_EQ(std::get<std::vector<std::string>>(zero),
+            (std::vector<std::string>{"nvmf.limits.max_queues: must be between 1 and 65535, got 0",
+                                      "nvmf.limits.connect_timeout_ms: must be between 100 and 600000, got 50"}));
+}
+
 // A backend that completes every request at the next poll() with the result its operation was given (RAM when
 // 0), and holds them all while `hold` is set.
 class FaultyBackend final : public Backend {

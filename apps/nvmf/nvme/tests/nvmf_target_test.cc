@@ -498,6 +498,9 @@ TEST(NvmfConfig, ValidateNamesTheFirstProblem) {
   EXPECT_NE(with([](TargetConfig& c) { c.ports[0].port = 0; }).find("ports[0].port"), std::string::npos);
   EXPECT_NE(with([](TargetConfig& c) { c.limits.mdts = 0; }).find("mdts"), std::string::npos);
   EXPECT_NE(with([](TargetConfig& c) { c.limits.inline_data_size = 100; }).find("inline"), std::string::npos);
+  EXPECT_NE(with([](TargetConfig& c) { c.limits.max_queues = 0; }).find("max_queues"), std::string::npos);
+  EXPECT_NE(with([](TargetConfig& c) { c.limits.connect_timeout_ms = 0; }).find("connect_timeout_ms"),
+            std::string::npos);
 }
 
 }  // namespace
