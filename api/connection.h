@@ -16,7 +16,6 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +36,19 @@ namespace uroce::ndk::detail {
 class ConnectorImpl;
 class ListenerImpl;
 class SharedEndpointImpl;
+
+// The agent's opaque route to a peer (proto::CmRoute) as this provider fills it: the port in the top 16 bits, the
+// next hop's MAC in the low 48. A connection's MADs go by the route it was made with, so the MAC its REQ came from
+// (or ARP/ND gave the active side) is the one every later MAD of it, and its RC QP, sends to.
+[[nodiscard]] constexpr proto::CmRoute cm_route(dataplane::PortIndex port, proto::MacAddr mac) noexcept {
+  return uint64_t{port} << 48 | mac.value();
+}
+[[nodiscard]] constexpr dataplane::PortIndex cm_route_port(proto::CmRoute route) noexcept {
+  return static_cast<dataplane::PortIndex>(route >> 48);
+}
+[[nodiscard]] constexpr proto::MacAddr cm_route_mac(proto::CmRoute route) noexcept {
+  return proto::MacAddr{route & 0xFFFF'FFFF'FFFF};
+}
 
 class ConnectionManager final : public proto::CmEnv {
  public:
@@ -76,13 +88,11 @@ class ConnectionManager final : public proto::CmEnv {
   // CM thread only. A passive side whose REP is out: once `qp` has taken a request from the peer, the connection
   // counts as established even if the RTU never comes (the agent's notify_established).
   void await_first_request(proto::CmId id, const dataplane::RcQueuePair* qp) { awaiting_first_request_[id] = qp; }
-  void remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac);
-  [[nodiscard]] std::optional<proto::MacAddr> mac_for(dataplane::PortIndex port, const proto::Gid& gid) const;
   [[nodiscard]] proto::Psn random_psn() { return proto::Psn{static_cast<uint32_t>(random_())}; }
 
   // proto::CmEnv (CM thread)
   void send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
-                const proto::Gid& remote_gid) override;
+                const proto::Gid& remote_gid, proto::CmRoute route) override;
   uint32_t random32() override { return static_cast<uint32_t>(random_()); }
 
   [[nodiscard]] Stack& stack() noexcept { return stack_; }
@@ -116,9 +126,8 @@ class ConnectionManager final : public proto::CmEnv {
   // CM thread only.
   std::unordered_map<proto::CmId, ConnectorImpl*> connectors_;
   std::unordered_map<proto::CmId, const dataplane::RcQueuePair*> awaiting_first_request_;
-  std::map<std::pair<dataplane::PortIndex, proto::Gid>, proto::MacAddr> macs_;
   std::mt19937_64 random_;
-  uint64_t mads_unsent_ = 0;  // no MAC known for the destination, or the GSI ring was full
+  uint64_t mads_unsent_ = 0;  // the GSI ring was full
 
   // What counter_values() reports of the CM thread's state, copied at the end of each step.
   mutable std::mutex snapshot_mutex_;

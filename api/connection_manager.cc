@@ -115,8 +115,9 @@ bool ConnectionManager::step() {
     const std::size_t n = gsi_->receive(batch);
     for (std::size_t i = 0; i < n; ++i) {
       const dataplane::GsiDatagram& d = batch[i];
-      remember_mac(d.port, d.remote_gid, d.remote_mac);
-      agent_->on_mad(d.mad, d.remote_gid, d.local_gid, now);
+      // The frame's source MAC goes in with this MAD only: the agent keeps it if the MAD makes a connection, and
+      // answers by it if the MAD belongs to none. No other connection's MADs go by what an unchecked frame claims.
+      agent_->on_mad(d.mad, d.remote_gid, d.local_gid, cm_route(d.port, d.remote_mac), now);
     }
     busy |= n > 0;
   }
@@ -280,30 +281,14 @@ std::vector<std::pair<std::string, uint64_t>> ConnectionManager::counter_values(
   return v;
 }
 
-void ConnectionManager::remember_mac(dataplane::PortIndex port, const proto::Gid& gid, proto::MacAddr mac) {
-  macs_[{port, gid}] = mac;
-}
-
-std::optional<proto::MacAddr> ConnectionManager::mac_for(dataplane::PortIndex port, const proto::Gid& gid) const {
-  const auto it = macs_.find({port, gid});
-  if (it == macs_.end()) return std::nullopt;
-  return it->second;
-}
-
 void ConnectionManager::send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
-                                 const proto::Gid& remote_gid) {
-  const config::IpAddress local = dataplane::ip_of_gid(local_gid);
-  const auto port = port_for(stack_.config(), local, local.is_v6);
-  const auto mac = port ? mac_for(*port, remote_gid) : std::nullopt;
-  if (!port || !mac) {
-    ++mads_unsent_;  // a MAD to a peer we never heard from nor resolved: nothing to do; the CM retries if it must
-    return;
-  }
+                                 const proto::Gid& remote_gid, proto::CmRoute route) {
+  // The GSI channel drops (and counts) a datagram whose port does not own local_gid.
   dataplane::GsiDatagram d;
-  d.port = *port;
+  d.port = cm_route_port(route);
   d.local_gid = local_gid;
   d.remote_gid = remote_gid;
-  d.remote_mac = *mac;
+  d.remote_mac = cm_route_mac(route);
   std::copy(mad.begin(), mad.end(), d.mad.begin());
   if (!gsi_->send(d)) ++mads_unsent_;
 }

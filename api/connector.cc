@@ -34,7 +34,7 @@ ConnectorImpl::ConnectorImpl(AdapterImpl& adapter, ListenerImpl& listener, const
   port_ = port;
   local_ = local;
   peer_ = peer;
-  peer_mac_ = cm_.mac_for(port, r.local_gid);
+  peer_mac_ = cm_route_mac(r.route);  // the REQ's own frame source: no other datagram's
   peer_qpn_ = r.qpn;
   send_psn_ = r.starting_psn;  // the REQ's starting PSN is what the active side expects us to send first
   peer_inbound_read_limit_ = r.responder_resources;
@@ -188,7 +188,7 @@ void ConnectorImpl::send_request() {
   proto::write_cma_hdr(std::span<uint8_t, proto::CmaHdr::kSize>(p.private_data.data(), proto::CmaHdr::kSize),
                        {proto::IpAddress{p.local_gid}, local_.port}, {proto::IpAddress{p.remote_gid}, peer_.port});
   p.private_data.insert(p.private_data.end(), private_data_.begin(), private_data_.end());
-  cm_.remember_mac(port_, p.remote_gid, *peer_mac_);
+  p.route = cm_route(port_, *peer_mac_);
   const std::optional<proto::CmId> id = cm_.agent().connect(p, cm_.now_ms());
   if (!id) {
     state_ = State::kDone;

@@ -184,6 +184,7 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
                          std::to_string(attrs.path_mtu));
   }
   qp.peer_ = peer;
+  qp.peer_->mac = mac;  // as resolved: what the QP's packets go to (its report shows it)
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
     qp.ctx_ = &ctx;
     qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);
@@ -431,7 +432,8 @@ std::optional<QpReport> RcTransport::report_qp(uint32_t qpn) {
     report.text = {{"type", "RC"},
                    {"state", qp_state_name(state.state())},
                    {"port", dataplane_.port(qp.setup().port).name},
-                   {"peer", qp.peer_ ? address_text(qp.peer_->ip) : std::string()}};
+                   {"peer", qp.peer_ ? address_text(qp.peer_->ip) : std::string()},
+                   {"peer_mac", qp.peer_ ? mac_to_string(*qp.peer_->mac) : std::string()}};
     report.numbers = {{"lqpn", qpn},
                       {"rqpn", state.attributes().remote_qpn.value()},
                       {"engine", engine},

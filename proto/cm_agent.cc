@@ -77,7 +77,8 @@ const char* cm_event_name(CmEventType type) noexcept {
 
 // ---- inputs ----
 
-void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gid& destination, uint64_t now_ms) {
+void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gid& destination, CmRoute route,
+                     uint64_t now_ms) {
   ++counters_.rx_mads;
   // The MAD layer takes exactly one 256-byte MAD per datagram (IBTA 13.4.2); anything else is not a MAD.
   if (bytes.size() != kMadSize) {
@@ -92,16 +93,16 @@ void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gi
     return;
   }
   const MadMethod method = h.get(Mad::method);
-  if (method == MadMethod::kGet) return on_get(mad, source, destination);
+  if (method == MadMethod::kGet) return on_get(mad, source, destination, route);
   if (method != MadMethod::kSend) {
     ++counters_.rx_unsupported;
     return;
   }
   switch (h.get(Mad::attribute_id)) {
     case CmAttribute::kReq:
-      return on_req(mad, source, destination, now_ms);
+      return on_req(mad, source, destination, route, now_ms);
     case CmAttribute::kRep:
-      return on_rep(mad, source, destination);
+      return on_rep(mad, source, destination, route);
     case CmAttribute::kRtu:
       return on_rtu(mad, source);
     case CmAttribute::kMra:
@@ -109,7 +110,7 @@ void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gi
     case CmAttribute::kRej:
       return on_rej(mad, source, now_ms);
     case CmAttribute::kDreq:
-      return on_dreq(mad, source, destination, now_ms);
+      return on_dreq(mad, source, destination, route, now_ms);
     case CmAttribute::kDrep:
       return on_drep(mad, source, now_ms);
     default:  // SIDR (UD service resolution), LAP and APR (path migration): not offered on RoCE here
@@ -118,7 +119,7 @@ void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gi
   }
 }
 
-void CmAgent::on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination) {
+void CmAgent::on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route) {
   const In<Mad> h(mad.data());
   auto reply = new_mad(h.get(Mad::attribute_id), h.get(Mad::transaction_id));
   Out<Mad>(reply.data()).set(Mad::method, MadMethod::kGetResponse);
@@ -131,10 +132,11 @@ void CmAgent::on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     ++counters_.rx_unsupported;
     Out<Mad>(reply.data()).set(Mad::status, MadStatus::kMethodAttributeNotSupported);
   }
-  send(reply, destination, source);
+  send(reply, destination, source, route);
 }
 
-void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, uint64_t now) {
+void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
+                     uint64_t now) {
   const In<Mad> h(mad.data());
   const In<CmReq> req(mad.data());
   const uint64_t tid = h.get(Mad::transaction_id);
@@ -154,16 +156,16 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
         m.set(CmMra::remote_comm_id, c.remote_id);
         m.set(CmMra::message_mraed, static_cast<uint8_t>(CmMessageAnswered::kReq));
         m.set(CmMra::service_timeout, params_.mra_service_timeout);
-        send(mra, c.local_gid, c.remote_gid);
+        send(c, mra);
         return;
       }
       case State::kRepSent:
       case State::kMraRepReceived:
         ++counters_.retransmits;
-        return send(c.pending, c.local_gid, c.remote_gid);
+        return send(c, c.pending);
       case State::kTimeWait:
         ++counters_.req_rejected;
-        return send_rej(destination, source, tid, 0, peer_id, CmMessageAnswered::kReq,
+        return send_rej(c.local_gid, c.remote_gid, c.route, tid, 0, peer_id, CmMessageAnswered::kReq,
                         CmRejectReason::kStaleConnection);
       default:
         return;
@@ -172,7 +174,7 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
 
   auto reject = [&](CmRejectReason reason) {
     ++counters_.req_rejected;
-    send_rej(destination, source, tid, 0, peer_id, CmMessageAnswered::kReq, reason);
+    send_rej(destination, source, route, tid, 0, peer_id, CmMessageAnswered::kReq, reason);
   };
   // What this CM can serve: RC (12.7.2 transport service type), an IB MTU code, and a primary path between the
   // GIDs the datagram itself travelled between (a REQ may not steer our replies elsewhere).
@@ -206,6 +208,7 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   c.remote_qpn_known = true;
   c.local_gid = destination;
   c.remote_gid = source;
+  c.route = route;
   c.request_tid = tid;
   c.peer_cm_response_timeout = req.get(CmReq::local_cm_response_timeout);
   c.peer_max_cm_retries = req.get(CmReq::max_cm_retries);
@@ -229,6 +232,7 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   r.flow_label = req.get(CmReq::primary_flow_label);
   r.local_ack_timeout = req.get(CmReq::primary_local_ack_timeout);
   r.private_data = copy_out(mad, CmReq::private_data);
+  r.route = route;
   r.peer_ca_guid = peer_guid;
   r.peer_cm_response_timeout = c.peer_cm_response_timeout;
   r.peer_max_cm_retries = c.peer_max_cm_retries;
@@ -240,7 +244,7 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   emit(connections_.at(id), std::move(e));
 }
 
-void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination) {
+void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route) {
   const In<CmRep> rep(mad.data());
   const uint32_t our_id = rep.get(CmRep::remote_comm_id);
   const uint32_t peer_id = rep.get(CmRep::local_comm_id);
@@ -248,7 +252,7 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   if (it == connections_.end() || it->second.remote_gid != source) {
     // A REP for no REQ of ours (12.6.8): tell the sender its ID is unknown here.
     ++counters_.rx_unmatched;
-    return send_rej(destination, source, In<Mad>(mad.data()).get(Mad::transaction_id), 0, peer_id,
+    return send_rej(destination, source, route, In<Mad>(mad.data()).get(Mad::transaction_id), 0, peer_id,
                     CmMessageAnswered::kRep, CmRejectReason::kInvalidCommId);
   }
   Connection& c = it->second;
@@ -258,7 +262,7 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     Out<CmRtu>(rtu.data()).set(CmRtu::local_comm_id, c.id);
     Out<CmRtu>(rtu.data()).set(CmRtu::remote_comm_id, c.remote_id);
     ++counters_.retransmits;
-    return send(rtu, c.local_gid, c.remote_gid);
+    return send(c, rtu);
   }
   if (c.state != State::kReqSent && c.state != State::kMraReqReceived) {
     ++counters_.rx_wrong_state;
@@ -269,7 +273,7 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   if (by_peer_qpn_.contains({peer_qpn.value(), peer_guid})) {
     // The peer's QPN is still another connection's here (12.9.8.3.1).
     ++counters_.req_rejected;
-    send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, peer_id, CmMessageAnswered::kRep,
+    send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, peer_id, CmMessageAnswered::kRep,
              CmRejectReason::kStaleConnection);
     emit(c, event(CmEventType::kRejected, CmRejectReason::kStaleConnection));
     return erase(c.id);
@@ -369,7 +373,8 @@ void CmAgent::on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   erase(c.id);
 }
 
-void CmAgent::on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, uint64_t now) {
+void CmAgent::on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
+                      uint64_t now) {
   const In<CmDreq> dreq(mad.data());
   const uint64_t tid = In<Mad>(mad.data()).get(Mad::transaction_id);
   const auto it = connections_.find(dreq.get(CmDreq::remote_comm_id));
@@ -380,7 +385,7 @@ void CmAgent::on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source,
     auto drep = new_mad(CmAttribute::kDrep, tid);
     Out<CmDrep>(drep.data()).set(CmDrep::local_comm_id, dreq.get(CmDreq::remote_comm_id));
     Out<CmDrep>(drep.data()).set(CmDrep::remote_comm_id, dreq.get(CmDreq::local_comm_id));
-    return send(drep, destination, source);
+    return send(drep, destination, source, route);
   }
   Connection& c = it->second;
   if (dreq.get(CmDreq::remote_qpn) != c.local_qpn) {
@@ -435,7 +440,7 @@ void CmAgent::on_timer(uint64_t now_ms) {
     if (c.retries_left > 0) {
       --c.retries_left;
       ++counters_.retransmits;
-      send(c.pending, c.local_gid, c.remote_gid);
+      send(c, c.pending);
       set_deadline(c, now_ms + c.retry_interval_ms);
       continue;
     }
@@ -449,7 +454,7 @@ void CmAgent::on_timer(uint64_t now_ms) {
       case State::kRepSent:
       case State::kMraRepReceived:
         // 12.6.5: the active side never answered our REP; tell it, in case only our REPs were lost.
-        send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kRep,
+        send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kRep,
                  CmRejectReason::kTimeout);
         emit(c, event(CmEventType::kTimeout));
         erase(c.id);
@@ -481,6 +486,7 @@ std::optional<CmId> CmAgent::connect(const CmConnectParams& p, uint64_t now_ms) 
   c.local_qpn = p.qpn;
   c.local_gid = p.local_gid;
   c.remote_gid = p.remote_gid;
+  c.route = p.route;
   c.request_tid = next_tid_++;
 
   auto mad = new_mad(CmAttribute::kReq, c.request_tid);
@@ -563,7 +569,7 @@ CmCallStatus CmAgent::reject(CmId id, CmRejectReason reason, std::span<const uin
     return CmCallStatus::kInvalidState;
   }
   ++counters_.req_rejected;
-  send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, c.remote_id, answered, reason, private_data);
+  send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, c.remote_id, answered, reason, private_data);
   erase(id);
   return CmCallStatus::kOk;
 }
@@ -577,7 +583,7 @@ CmCallStatus CmAgent::establish(CmId id, std::span<const uint8_t> private_data) 
   Out<CmRtu>(rtu.data()).set(CmRtu::local_comm_id, c.id);
   Out<CmRtu>(rtu.data()).set(CmRtu::remote_comm_id, c.remote_id);
   copy_in(rtu, CmRtu::private_data, private_data);
-  send(rtu, c.local_gid, c.remote_gid);
+  send(c, rtu);
   c.state = State::kEstablished;
   return CmCallStatus::kOk;
 }
@@ -610,14 +616,15 @@ void CmAgent::destroy(CmId id, uint64_t now_ms) {
     case State::kReqSent:
     case State::kMraReqReceived:
       // Linux's cm_destroy_id: a REQ in flight is withdrawn with a REJ "timeout".
-      send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, 0, CmMessageAnswered::kReq, CmRejectReason::kTimeout);
+      send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, 0, CmMessageAnswered::kReq,
+               CmRejectReason::kTimeout);
       return erase(id);
     case State::kReqReceived:
-      send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kReq,
+      send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kReq,
                CmRejectReason::kConsumerDefined);
       return erase(id);
     case State::kRepReceived:
-      send_rej(c.local_gid, c.remote_gid, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kRep,
+      send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, c.remote_id, CmMessageAnswered::kRep,
                CmRejectReason::kConsumerDefined);
       return erase(id);
     case State::kRepSent:
@@ -668,9 +675,9 @@ std::array<uint8_t, kMadSize> CmAgent::new_mad(CmAttribute attribute, uint64_t t
   return mad;
 }
 
-void CmAgent::send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote) {
+void CmAgent::send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote, CmRoute route) {
   ++counters_.tx_mads;
-  env_->send_mad(mad, local, remote);
+  env_->send_mad(mad, local, remote, route);
 }
 
 void CmAgent::send_and_retransmit(Connection& c, const std::array<uint8_t, kMadSize>& mad, uint64_t interval_ms,
@@ -678,12 +685,13 @@ void CmAgent::send_and_retransmit(Connection& c, const std::array<uint8_t, kMadS
   c.pending = mad;
   c.retry_interval_ms = interval_ms;
   c.retries_left = retries;
-  send(mad, c.local_gid, c.remote_gid);
+  send(c, mad);
   set_deadline(c, now + interval_ms);
 }
 
-void CmAgent::send_rej(const Gid& local, const Gid& remote, uint64_t tid, uint32_t our_id, uint32_t peer_id,
-                       CmMessageAnswered answered, CmRejectReason reason, std::span<const uint8_t> private_data) {
+void CmAgent::send_rej(const Gid& local, const Gid& remote, CmRoute route, uint64_t tid, uint32_t our_id,
+                       uint32_t peer_id, CmMessageAnswered answered, CmRejectReason reason,
+                       std::span<const uint8_t> private_data) {
   auto mad = new_mad(CmAttribute::kRej, tid);
   const Out<CmRej> rej(mad.data());
   rej.set(CmRej::local_comm_id, our_id);
@@ -695,14 +703,14 @@ void CmAgent::send_rej(const Gid& local, const Gid& remote, uint64_t tid, uint32
     detail::store_be<8>(mad.data() + CmRej::additional_reject_info.kOffset, params_.local_ca_guid);
   }
   copy_in(mad, CmRej::private_data, private_data);
-  send(mad, local, remote);
+  send(mad, local, remote, route);
 }
 
 void CmAgent::send_drep(const Connection& c, uint64_t tid) {
   auto drep = new_mad(CmAttribute::kDrep, tid);
   Out<CmDrep>(drep.data()).set(CmDrep::local_comm_id, c.id);
   Out<CmDrep>(drep.data()).set(CmDrep::remote_comm_id, c.remote_id);
-  send(drep, c.local_gid, c.remote_gid);
+  send(c, drep);
 }
 
 void CmAgent::send_dreq(Connection& c, uint64_t now, bool retransmit) {
@@ -711,7 +719,7 @@ void CmAgent::send_dreq(Connection& c, uint64_t now, bool retransmit) {
   d.set(CmDreq::local_comm_id, c.id);
   d.set(CmDreq::remote_comm_id, c.remote_id);
   d.set(CmDreq::remote_qpn, c.remote_qpn);  // Linux drops a DREQ that does not name its QPN
-  if (!retransmit) return send(dreq, c.local_gid, c.remote_gid);
+  if (!retransmit) return send(c, dreq);
   c.state = State::kDreqSent;
   send_and_retransmit(c, dreq, request_interval_ms(params_), params_.max_cm_retries, now);
 }

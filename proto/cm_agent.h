@@ -9,7 +9,9 @@
 //
 // Every MAD from the wire is treated as hostile: wrong sizes, versions, classes and methods are counted and
 // dropped; a message for a connection must name both communication IDs, come from the connection's peer GID and
-// suit its state, or it is counted and dropped; a REQ that cannot be honoured gets the REJ the CM defines.
+// suit its state, or it is counted and dropped; a REQ that cannot be honoured gets the REJ the CM defines. What
+// the agent sends for a connection goes by the route the connection was made with (CmRoute), never by one a
+// later MAD brought.
 #pragma once
 
 #include <cstdint>
@@ -26,6 +28,13 @@
 namespace uroce::proto {
 
 using CmId = uint32_t;  // our local communication ID; never 0
+
+// Where the consumer's network sends a MAD beyond its GIDs (api/ packs the port and the next hop's MAC into it),
+// opaque to the agent. A connection keeps one for its life: the route its REQ came by (passive side), or the one
+// connect() was given (active side). Every MAD of the connection goes by it, and nothing a later MAD claims
+// changes it, so a neighbour sending with the peer's address cannot steer the connection's MADs. An answer to a
+// MAD that belongs to no connection goes back by the route that MAD came by, and nothing of it is kept.
+using CmRoute = uint64_t;
 
 struct CmParams {
   uint64_t local_ca_guid = 0;
@@ -60,6 +69,7 @@ struct CmConnectParams {
   uint32_t flow_label = 0;
   uint8_t local_ack_timeout = 18;
   std::vector<uint8_t> private_data;  // at most CmReq::private_data.kSize (RDMA CM: cma_hdr + the consumer's)
+  CmRoute route = 0;                  // connect(): to the receiver; kRequest: the route the REQ came by
   // Set on a received REQ only:
   uint64_t peer_ca_guid = 0;
   uint8_t peer_cm_response_timeout = 0;
@@ -119,8 +129,9 @@ enum class CmCallStatus : uint8_t { kOk, kInvalidParameter, kInvalidState, kNoRe
 
 class CmEnv {
  public:
-  // Sends one MAD to the GSI QP at `remote_gid` from `local_gid` (UD, Q_Key 0x80010000).
-  virtual void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local_gid, const Gid& remote_gid) = 0;
+  // Sends one MAD to the GSI QP at `remote_gid` from `local_gid` (UD, Q_Key 0x80010000), by `route`.
+  virtual void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local_gid, const Gid& remote_gid,
+                        CmRoute route) = 0;
   virtual uint32_t random32() = 0;
 
  protected:
@@ -131,8 +142,9 @@ class CmAgent {
  public:
   CmAgent(const CmParams& params, CmEnv* env);
 
-  // A MAD from the GSI QP: `source` and `destination` are the GIDs of its IP header.
-  void on_mad(std::span<const uint8_t> mad, const Gid& source, const Gid& destination, uint64_t now_ms);
+  // A MAD from the GSI QP: `source` and `destination` are the GIDs of its IP header, `route` the way back to
+  // the frame's sender.
+  void on_mad(std::span<const uint8_t> mad, const Gid& source, const Gid& destination, CmRoute route, uint64_t now_ms);
   // Retransmissions, timeouts and time-wait ends due by `now_ms`.
   void on_timer(uint64_t now_ms);
   // When on_timer() next has work (UINT64_MAX: none).
@@ -180,6 +192,7 @@ class CmAgent {
     Qpn remote_qpn{};
     Gid local_gid{};
     Gid remote_gid{};
+    CmRoute route = 0;              // every MAD of the connection goes by it (CmRoute)
     uint64_t request_tid = 0;       // the REQ's: REP, RTU, MRA and REJ answering it reuse it
     bool destroyed = false;         // no events but kTimeWaitDone
     bool remote_qpn_known = false;  // in stale_ index
@@ -193,24 +206,29 @@ class CmAgent {
   };
   using PeerKey = std::pair<uint32_t, uint64_t>;  // (remote comm ID or QPN, remote CA GUID)
 
-  void on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, uint64_t now);
-  void on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination);
+  void on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
+              uint64_t now);
+  void on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route);
   void on_rtu(std::span<const uint8_t, kMadSize> mad, const Gid& source);
   void on_mra(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);
   void on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);
-  void on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, uint64_t now);
+  void on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
+               uint64_t now);
   void on_drep(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);
-  void on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination);
+  void on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route);
 
   // The connection a message names by (our ID, the peer's ID), from the connection's peer; else counted. Before
   // the peer's ID is known (our REQ in flight), any peer ID matches.
   Connection* match(uint32_t our_id, uint32_t peer_id, const Gid& source);
   CmId allocate_id();
   std::array<uint8_t, kMadSize> new_mad(CmAttribute attribute, uint64_t tid) const;
-  void send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote);
+  void send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote, CmRoute route);
+  void send(const Connection& c, const std::array<uint8_t, kMadSize>& mad) {
+    send(mad, c.local_gid, c.remote_gid, c.route);
+  }
   void send_and_retransmit(Connection& c, const std::array<uint8_t, kMadSize>& mad, uint64_t interval_ms,
                            uint8_t retries, uint64_t now);
-  void send_rej(const Gid& local, const Gid& remote, uint64_t tid, uint32_t our_id, uint32_t peer_id,
+  void send_rej(const Gid& local, const Gid& remote, CmRoute route, uint64_t tid, uint32_t our_id, uint32_t peer_id,
                 CmMessageAnswered answered, CmRejectReason reason, std::span<const uint8_t> private_data = {});
   void send_drep(const Connection& c, uint64_t tid);
   void send_dreq(Connection& c, uint64_t now, bool retransmit);

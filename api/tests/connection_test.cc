@@ -1,15 +1,21 @@
 // Connectors and listeners end to end in one process: the CM's MADs cross the ring link between port a
 // (198.18.0.1 and fd00::1, player A on engine 0) and port b (198.18.0.2 and fd00::2, player B on engine 1) through
 // the GSI QP, and the QPs they connect carry traffic (ndkpi.md §9.7-9.8, §10.4-10.5).
+#include "api/connection.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "api/tests/api_players.h"
+#include "dataplane/port.h"
+#include "proto/cm_agent.h"
+#include "proto/rdma_cm.h"
 
 namespace uroce::ndk::testing {
 namespace {
@@ -113,6 +119,95 @@ class ConnectionTest : public ApiTest {
     Qp* qp = nullptr;
     EXPECT_EQ(p.pd->NdkCreateQp(p.cq, p.cq, context, 2, 2, 1, 1, 0, nullptr, nullptr, &qp), STATUS_SUCCESS);
     return qp;
+  }
+
+  static detail::AdapterImpl& impl() { return static_cast<detail::AdapterImpl&>(adapter()); }
+  static uint64_t cm_counter(const std::string& name) {
+    const auto values = impl().connections().counter_values();
+    const std::map<std::string, uint64_t> map(values.begin(), values.end());
+    EXPECT_TRUE(map.contains(name)) << "no CM counter named " << name;
+    return map.contains(name) ? map.at(name) : 0;
+  }
+  static proto::Gid gid_of(const sockaddr_in& in) {
+    return proto::gid_from_ipv4(proto::Ipv4Addr{ntohl(in.sin_addr.s_addr)});
+  }
+
+  // A neighbour on port a's side of the link: GSI datagrams to port b, each from any address and MAC and carrying
+  // any MAD. Returns once the GSI QP has passed every one up and, unless the CM thread is held, the CM has taken
+  // them.
+  struct GsiFrame {
+    proto::Gid source{};
+    proto::MacAddr source_mac{};
+    std::array<uint8_t, proto::kMadSize> mad{};
+  };
+  static void inject(std::span<const GsiFrame> frames, bool cm_held = false) {
+    dataplane::Dataplane& dp = impl().dataplane();
+    const uint64_t delivered = cm_counter("gsi_rx_mads");
+    const uint64_t dropped = cm_counter("gsi_rx_ring_full");
+    const uint64_t taken = cm_counter("cm_rx_mads");
+    dataplane::testing::FrameGenerator generator(
+        dataplane::testing::kPortA, frames.size(), [&](uint64_t i, std::span<uint8_t> out) {
+          proto::PacketSpec s =
+              dataplane::testing::roce_spec(dp, dataplane::testing::kPortA, dataplane::testing::kPortB, proto::kGsiQpn,
+                                            proto::Opcode::kUdSendOnly, 0, frames[i].mad);
+          s.src_gid = frames[i].source;
+          s.src_mac = frames[i].source_mac;
+          s.deth.qkey = proto::kGsiQKey;
+          s.deth.src_qp = proto::kGsiQpn;
+          return proto::build_packet(s, out);
+        });
+    dataplane::testing::run_generator(dp.engine(1), generator);
+    ASSERT_TRUE(eventually([&] {
+      return cm_counter("gsi_rx_mads") - delivered + cm_counter("gsi_rx_ring_full") - dropped == frames.size();
+    }));
+    if (cm_held) return;
+    ASSERT_TRUE(eventually([&] { return cm_counter("cm_rx_mads") - taken == cm_counter("gsi_rx_mads") - delivered; }));
+  }
+  // Holds the CM thread while it lives, so that datagrams queue up for one batch.
+  class HeldCmThread {
+   public:
+    HeldCmThread() {
+      auto held = std::make_shared<std::atomic<bool>>(false);
+      impl().connections().post([release = release_, held] {
+        held->store(true);
+        while (!release->load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      });
+      EXPECT_TRUE(eventually([&] { return held->load(); }));
+    }
+    ~HeldCmThread() { release_->store(true); }
+    HeldCmThread(const HeldCmThread&) = delete;
+    HeldCmThread& operator=(const HeldCmThread&) = delete;
+
+   private:
+    std::shared_ptr<std::atomic<bool>> release_ = std::make_shared<std::atomic<bool>>(false);
+  };
+  // REQs as player `from` would send them to `to`'s listener at `port`, one per QPN from `first_qpn` on, made by a
+  // CM agent of the test's own (so the adapter's CM has none of their IDs).
+  static std::vector<std::array<uint8_t, proto::kMadSize>> requests(const Player& from, const Player& to, uint16_t port,
+                                                                    uint32_t first_qpn, std::size_t count) {
+    struct Capture final : proto::CmEnv {
+      void send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid&, const proto::Gid&,
+                    proto::CmRoute) override {
+        std::copy(mad.begin(), mad.end(), sent.emplace_back().begin());
+      }
+      uint32_t random32() override { return seed = seed * 1664525 + 1013904223; }
+      uint32_t seed = 0x5EED;
+      std::vector<std::array<uint8_t, proto::kMadSize>> sent;
+    } capture;
+    proto::CmAgent forger(proto::CmParams{.local_ca_guid = 0x0200FFFEDEAD0001, .max_connections = count + 1}, &capture);
+    for (std::size_t i = 0; i < count; ++i) {
+      proto::CmConnectParams p;
+      p.service_id = proto::rdma_cm_service_id(port);
+      p.local_gid = gid_of(from.ip());
+      p.remote_gid = gid_of(to.ip());
+      p.qpn = proto::Qpn{first_qpn + static_cast<uint32_t>(i)};
+      p.path_mtu = 3;
+      p.private_data.resize(proto::CmaHdr::kSize);
+      proto::write_cma_hdr(std::span<uint8_t, proto::CmaHdr::kSize>(p.private_data.data(), proto::CmaHdr::kSize),
+                           {proto::IpAddress{p.local_gid}, 40000}, {proto::IpAddress{p.remote_gid}, port});
+      EXPECT_TRUE(forger.connect(p, 0));
+    }
+    return std::move(capture.sent);
   }
 
   // Connects every connection's active QP to its passive one through the listener at `destination` (whose connect
@@ -666,6 +761,86 @@ TEST_F(ConnectionTest, AListenerHoldsAThousandConnectionsAtOnce) {
   UroceResourceCounts expected = before;
   expected.CmIds = 0;
   EXPECT_TRUE(eventually([&] { return adapter().UroceQueryResources() == expected; }));
+}
+
+// ---- a hostile neighbour on the link ----
+
+// A neighbour that sends a thousand GSI datagrams, each from a MAC of its own and half of them with A's address,
+// changes nothing of A's connection: B's DREQ still reaches A, the RC traffic flows both ways, and the CM keeps
+// nothing of the datagrams. (B's CM once learnt a MAC from every datagram: its MADs for A went to the neighbour,
+// and its map grew with every new source.)
+TEST_F(ConnectionTest, DatagramsWithThePeersAddressFromAnotherMacRedirectNothing) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv4(b, kPort));
+  std::vector<Connection> one(1);
+  one[0].active_qp = a.qp;
+  one[0].passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, events, ipv4(a, 0), ipv4(b, kPort)));
+  const uint32_t cm_ids = adapter().UroceQueryResources().CmIds;
+
+  // Every other datagram says it is from A; the rest from 10.0.x.y. Each from a MAC of its own; half are DREQs for
+  // no connection (answered, to the neighbour), half anything at all (dropped).
+  std::vector<GsiFrame> frames(1000);
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    GsiFrame& f = frames[i];
+    f.source =
+        i % 2 == 0 ? gid_of(a.ip()) : proto::gid_from_ipv4(proto::Ipv4Addr{0x0A000000u + static_cast<uint32_t>(i)});
+    f.source_mac = proto::MacAddr{0x02AA00000000 + i};
+    if (i % 4 < 2) {
+      const proto::CmMutView<proto::Mad> h(f.mad.data());
+      h.set(proto::Mad::base_version, proto::kMadBaseVersion);
+      h.set(proto::Mad::management_class, proto::kCmManagementClass);
+      h.set(proto::Mad::class_version, proto::kCmClassVersion);
+      h.set(proto::Mad::method, proto::MadMethod::kSend);
+      h.set(proto::Mad::attribute_id, proto::CmAttribute::kDreq);
+      proto::CmMutView<proto::CmDreq>(f.mad.data()).set(proto::CmDreq::remote_comm_id, static_cast<uint32_t>(i));
+    } else {
+      for (std::size_t j = 0; j < f.mad.size(); ++j) f.mad[j] = static_cast<uint8_t>(i * 131 + j * 7);
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(inject(frames));
+  EXPECT_EQ(adapter().UroceQueryResources().CmIds, cm_ids) << "the CM keeps nothing of them";
+  traffic(a, b, 3);
+  traffic(b, a, 3);
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(one, Side::kPassive));  // B's DREQ reaches A, and A's DREP B
+  close(l);
+}
+
+// The passive QP's peer MAC is the one A's REQ came from, even when a datagram with A's address from another MAC
+// follows the REQ in the same batch (the CM once took the latest MAC it had seen for A's address).
+TEST_F(ConnectionTest, TheAcceptedQpSendsToTheMacTheRequestCameFrom) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv4(b, kPort));
+  const auto req = requests(a, b, kPort, 0x1234, 1);
+  const proto::MacAddr a_mac = impl().dataplane().port(dataplane::testing::kPortA).mac;
+  std::vector<GsiFrame> frames(2);
+  frames[0] = {gid_of(a.ip()), a_mac, req.at(0)};
+  frames[1] = {gid_of(a.ip()), proto::MacAddr{0x02BADBADBAD0}, req.at(0)};  // the same REQ: a duplicate from elsewhere
+  {
+    const HeldCmThread held;
+    inject(frames, /*cm_held=*/true);
+  }
+  ASSERT_TRUE(eventually([&] { return events.incoming.load() != nullptr; }));
+  Connector* passive = events.incoming.load();
+  Completion accepted;
+  ASSERT_EQ(passive->NdkAccept(b.qp, 1, 1, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
+            STATUS_PENDING);
+  const std::string expected = dataplane::mac_to_string(a_mac);
+  std::string peer_mac;
+  ASSERT_TRUE(eventually([&] {
+    const auto report = impl().transport().report_qp(b.qp->UroceGetQpNumber());
+    for (const auto& [key, value] : report ? report->text : decltype(report->text){})
+      if (key == "peer_mac") peer_mac = value;
+    return !peer_mac.empty();
+  }));
+  EXPECT_EQ(peer_mac, expected);
+  EXPECT_EQ(events.count.load(), 1) << "one request, however many copies of its REQ";
+  close(passive);
+  close(l);
 }
 
 }  // namespace

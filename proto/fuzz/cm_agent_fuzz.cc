@@ -35,6 +35,9 @@ const Gid kServer = IpAddress::from_ipv4(0xC6120002).gid;
 const Gid kThird = IpAddress::from_ipv4(0xC6120009).gid;
 constexpr std::size_t kMaxConnections = 8;
 
+// The route a MAD from `gid` comes by: its last address byte.
+CmRoute route_of(const Gid& gid) { return gid[15]; }
+
 void check(bool ok) {
   if (!ok) std::abort();
 }
@@ -47,7 +50,7 @@ struct Wire {
 class Host final : public CmEnv {
  public:
   explicit Host(const Gid& gid, uint32_t seed) : gid_(gid), seed_(seed) {}
-  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local, const Gid& remote) override {
+  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local, const Gid& remote, CmRoute) override {
     const CmView<Mad> h(mad.data());
     check(h.get(Mad::base_version) == kMadBaseVersion && h.get(Mad::management_class) == kCmManagementClass &&
           h.get(Mad::class_version) == kCmClassVersion);
@@ -171,7 +174,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
     if (lose) return;
     Side& to = w.to == kClient ? client : server;
     if (w.to != kClient && w.to != kServer) return;  // to the third host: gone
-    to.agent.on_mad(w.mad, w.from, w.to, now);
+    to.agent.on_mad(w.mad, w.from, w.to, route_of(w.from), now);
     to.take_events();
   };
 
@@ -194,14 +197,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
           const uint8_t offset = in.u8();
           mad[offset] = in.u8();
         }
-        to.agent.on_mad(mad, source, destination, now);
+        to.agent.on_mad(mad, source, destination, route_of(source), now);
         to.take_events();
         break;
       }
       case 2: {
         Side& to = step & 8 ? client : server;
         const auto bytes = in.take(in.u8() + (step & 16 ? 256 : 0));
-        to.agent.on_mad(bytes, kThird, &to == &client ? kClient : kServer, now);
+        to.agent.on_mad(bytes, kThird, &to == &client ? kClient : kServer, route_of(kThird), now);
         to.take_events();
         break;
       }
@@ -212,6 +215,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         p.remote_gid = step & 8 ? kThird : kServer;
         p.qpn = Qpn{next_qpn++};
         p.path_mtu = in.u8() % 7;
+        p.route = route_of(p.remote_gid);
         p.private_data.assign(in.u8() % 100, 0x5A);
         const auto id = client.agent.connect(p, now);
         if (id) client.known.insert(*id);

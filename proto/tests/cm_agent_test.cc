@@ -22,6 +22,7 @@ struct SentMad {
   std::array<uint8_t, kMadSize> bytes;
   Gid from;
   Gid to;
+  CmRoute route = 0;
   [[nodiscard]] CmAttribute attribute() const { return CmView<Mad>(bytes.data()).get(Mad::attribute_id); }
   [[nodiscard]] uint64_t tid() const { return CmView<Mad>(bytes.data()).get(Mad::transaction_id); }
   template <class F>
@@ -32,11 +33,12 @@ struct SentMad {
 
 class RecordingEnv final : public CmEnv {
  public:
-  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local, const Gid& remote) override {
+  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid& local, const Gid& remote, CmRoute route) override {
     SentMad m;
     std::copy(mad.begin(), mad.end(), m.bytes.begin());
     m.from = local;
     m.to = remote;
+    m.route = route;
     sent.push_back(m);
   }
   uint32_t random32() override { return seed = seed * 1103515245 + 12345; }
@@ -48,6 +50,11 @@ class RecordingEnv final : public CmEnv {
 const Gid kClientGid = IpAddress::from_ipv4(0xC6120001).gid;  // 198.18.0.1
 const Gid kServerGid = IpAddress::from_ipv4(0xC6120002).gid;  // 198.18.0.2
 constexpr uint16_t kRpingPort = 7174;
+// The routes MADs come by (for api/, the sender's port and MAC): the client's, the server's, and a neighbour's
+// that sends with the client's address.
+constexpr CmRoute kClientRoute = 0xC1;
+constexpr CmRoute kServerRoute = 0x5E;
+constexpr CmRoute kNeighbourRoute = 0xBAD;
 
 std::vector<CmEventType> types(const std::vector<CmEvent>& events) {
   std::vector<CmEventType> t;
@@ -79,6 +86,7 @@ class CmScenario : public ::testing::Test {
     write_cma_hdr(std::span<uint8_t, CmaHdr::kSize>(r.private_data.data(), CmaHdr::kSize),
                   {IpAddress{kClientGid}, 40000}, {IpAddress{kServerGid}, kRpingPort});
     r.private_data.push_back(0xAB);  // the consumer's byte after the cma_hdr
+    r.route = kServerRoute;          // as ARP/ND resolved it
     return r;
   }
 
@@ -98,12 +106,12 @@ class CmScenario : public ::testing::Test {
       while (!client_env.sent.empty()) {
         const SentMad m = client_env.sent.front();
         client_env.sent.pop_front();
-        if (!lose || !lose(m)) server.on_mad(m.bytes, m.from, m.to, now);
+        if (!lose || !lose(m)) server.on_mad(m.bytes, m.from, m.to, kClientRoute, now);
       }
       while (!server_env.sent.empty()) {
         const SentMad m = server_env.sent.front();
         server_env.sent.pop_front();
-        if (!lose || !lose(m)) client.on_mad(m.bytes, m.from, m.to, now);
+        if (!lose || !lose(m)) client.on_mad(m.bytes, m.from, m.to, kServerRoute, now);
       }
     }
   }
@@ -282,7 +290,7 @@ TEST_F(CmScenario, DuplicateRequestWhileTheServerDecidesGetsAnMraThatHoldsTheCli
   ASSERT_EQ(req.size(), 1u);
   advance(client.next_deadline_ms() - now);  // the REQ again: the server is still deciding
   ASSERT_EQ(client_env.sent.size(), 1u);
-  server.on_mad(client_env.sent.front().bytes, kClientGid, kServerGid, now);
+  server.on_mad(client_env.sent.front().bytes, kClientGid, kServerGid, kClientRoute, now);
   client_env.sent.clear();
   EXPECT_TRUE(server.take_events().empty()) << "a duplicate REQ is not a second connection";
   EXPECT_EQ(server.counters().rx_duplicate_req, 1u);
@@ -368,7 +376,7 @@ TEST_F(CmScenario, AStaleQpnIsRejectedAndTheOldConnectionEnds) {
   RecordingEnv restarted_env{12345};
   CmAgent restarted(params(0x0202C9FFFE000001), &restarted_env);
   ASSERT_TRUE(restarted.connect(request(), now));
-  server.on_mad(restarted_env.sent.front().bytes, kClientGid, kServerGid, now);
+  server.on_mad(restarted_env.sent.front().bytes, kClientGid, kServerGid, kClientRoute, now);
   ASSERT_GE(server_env.sent.size(), 1u);
   EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kRej);
   EXPECT_EQ(server_env.sent.front().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kStaleConnection));
@@ -423,27 +431,27 @@ class CmHostile : public CmScenario {
 
 TEST_F(CmHostile, MalformedMadsAreCountedAndDropped) {
   auto req = valid_req();
-  server.on_mad(std::span<const uint8_t>(req.data(), 255), kClientGid, kServerGid, now);
-  server.on_mad(std::span<const uint8_t>(), kClientGid, kServerGid, now);
+  server.on_mad(std::span<const uint8_t>(req.data(), 255), kClientGid, kServerGid, kClientRoute, now);
+  server.on_mad(std::span<const uint8_t>(), kClientGid, kServerGid, kClientRoute, now);
   auto bad = req;
   bad[0] = 2;  // base version
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   bad = req;
   bad[1] = 0x04;  // not the CM class
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   bad = req;
   bad[2] = 1;  // CM class version 1
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   EXPECT_EQ(server.counters().rx_malformed, 5u);
   bad = req;
   bad[17] = 0x17;  // SIDR_REQ
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   bad = req;
   bad[17] = 0x7F;  // no such attribute
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   bad = req;
   bad[3] = 0x81;  // a GetResponse nobody asked for
-  server.on_mad(bad, kClientGid, kServerGid, now);
+  server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
   EXPECT_EQ(server.counters().rx_unsupported, 3u);
   EXPECT_TRUE(server.take_events().empty());
   EXPECT_TRUE(server_env.sent.empty());
@@ -471,7 +479,7 @@ TEST_F(CmHostile, RequestsTheCmCannotServeAreRejectedWithTheReason) {
     SCOPED_TRACE(c.what);
     auto bad = req;
     c.spoil(bad);
-    server.on_mad(bad, kClientGid, kServerGid, now);
+    server.on_mad(bad, kClientGid, kServerGid, kClientRoute, now);
     const SentMad rej = only_reply();
     EXPECT_EQ(rej.attribute(), CmAttribute::kRej);
     EXPECT_EQ(rej.tid(), CmView<Mad>(req.data()).get(Mad::transaction_id));
@@ -489,10 +497,10 @@ TEST_F(CmHostile, NoRoomForAnotherConnectionIsARejectNotACrash) {
   p.max_connections = 1;
   CmAgent small(p, &env);
   auto req = valid_req();
-  small.on_mad(req, kClientGid, kServerGid, now);
+  small.on_mad(req, kClientGid, kServerGid, kClientRoute, now);
   CmMutView<CmReq>(req.data()).set(CmReq::local_comm_id, 0x5555);
   CmMutView<CmReq>(req.data()).set(CmReq::local_qpn, Qpn{0x44});
-  small.on_mad(req, kClientGid, kServerGid, now);
+  small.on_mad(req, kClientGid, kServerGid, kClientRoute, now);
   EXPECT_EQ(small.connections(), 1u);
   ASSERT_EQ(env.sent.size(), 1u);
   EXPECT_EQ(CmView<CmRej>(env.sent.front().bytes.data()).get(CmRej::reason),
@@ -511,7 +519,7 @@ TEST_F(CmHostile, MessagesForConnectionsWeDoNotHave) {
   h.set(Mad::attribute_id, CmAttribute::kRep);
   CmMutView<CmRep>(rep.data()).set(CmRep::remote_comm_id, 0xDEAD);
   CmMutView<CmRep>(rep.data()).set(CmRep::local_comm_id, 0xBEEF);
-  client.on_mad(rep, kServerGid, kClientGid, now);
+  client.on_mad(rep, kServerGid, kClientGid, kServerRoute, now);
   const SentMad rej = client_env.sent.back();
   client_env.sent.clear();
   EXPECT_EQ(rej.attribute(), CmAttribute::kRej);
@@ -523,7 +531,7 @@ TEST_F(CmHostile, MessagesForConnectionsWeDoNotHave) {
   CmMutView<Mad>(dreq.data()).set(Mad::attribute_id, CmAttribute::kDreq);
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::local_comm_id, 0x1234);
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, 0x5678);
-  server.on_mad(dreq, kClientGid, kServerGid, now);
+  server.on_mad(dreq, kClientGid, kServerGid, kClientRoute, now);
   const SentMad drep = only_reply();
   EXPECT_EQ(drep.attribute(), CmAttribute::kDrep);
   EXPECT_EQ(drep.get(CmDrep::local_comm_id), 0x5678u);
@@ -533,27 +541,82 @@ TEST_F(CmHostile, MessagesForConnectionsWeDoNotHave) {
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::local_comm_id, client_id);
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, server_id);
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_qpn, Qpn{0x999});
-  server.on_mad(dreq, kClientGid, kServerGid, now);
+  server.on_mad(dreq, kClientGid, kServerGid, kClientRoute, now);
   EXPECT_EQ(server.counters().rx_dreq_wrong_qpn, 1u);
 
   // The right IDs from another GID: not the peer, dropped (and answered only as an unknown ID would be).
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_qpn, Qpn{0x22});
   Gid elsewhere = kClientGid;
   elsewhere[15] = 9;
-  server.on_mad(dreq, elsewhere, kServerGid, now);
+  server.on_mad(dreq, elsewhere, kServerGid, kNeighbourRoute, now);
   server_env.sent.clear();
   EXPECT_TRUE(server.take_events().empty()) << "a third party cannot disconnect the connection";
 
   // An RTU or DREP for nothing: counted, no answer.
   auto rtu = rep;
   CmMutView<Mad>(rtu.data()).set(Mad::attribute_id, CmAttribute::kRtu);
-  server.on_mad(rtu, kClientGid, kServerGid, now);
+  server.on_mad(rtu, kClientGid, kServerGid, kClientRoute, now);
   EXPECT_TRUE(server_env.sent.empty());
 
   // The genuine DREQ still works.
   ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
   deliver_all();
   EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+}
+
+// A neighbour on the link that sends with the client's GID, whatever its MADs say, is answered where it is and
+// steers nothing: the server's connection keeps the route its REQ came by, for the consumer's QP and for every MAD
+// of the connection, and nothing of the neighbour's MADs is kept.
+TEST_F(CmHostile, MadsFromAnotherRouteDoNotSteerAConnection) {
+  ASSERT_TRUE(client.connect(request(), now));
+  const SentMad req = client_env.sent.front();
+  EXPECT_EQ(req.route, kServerRoute) << "the REQ goes by connect()'s route";
+  deliver_all();
+  const auto requests = server.take_events();
+  ASSERT_THAT(types(requests), ElementsAre(CmEventType::kRequest));
+  EXPECT_EQ(requests[0].request.route, kClientRoute) << "the route the REQ came by";
+  const CmId server_id = requests[0].id;
+
+  // The client's REQ again (a duplicate while the server decides: an MRA for the client), a DREQ for no connection
+  // (a DREP for the neighbour), and 256 bytes of anything (dropped).
+  server.on_mad(req.bytes, kClientGid, kServerGid, kNeighbourRoute, now);
+  std::array<uint8_t, kMadSize> dreq{};
+  const CmMutView<Mad> h(dreq.data());
+  h.set(Mad::base_version, kMadBaseVersion);
+  h.set(Mad::management_class, kCmManagementClass);
+  h.set(Mad::class_version, kCmClassVersion);
+  h.set(Mad::method, MadMethod::kSend);
+  h.set(Mad::attribute_id, CmAttribute::kDreq);
+  CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, server_id + 1);
+  server.on_mad(dreq, kClientGid, kServerGid, kNeighbourRoute, now);
+  std::array<uint8_t, kMadSize> junk;
+  for (std::size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<uint8_t>(i * 37 + 11);
+  server.on_mad(junk, kClientGid, kServerGid, kNeighbourRoute, now);
+  ASSERT_EQ(server_env.sent.size(), 2u);
+  EXPECT_EQ(server_env.sent[0].attribute(), CmAttribute::kMra);
+  EXPECT_EQ(server_env.sent[0].route, kClientRoute);
+  EXPECT_EQ(server_env.sent[1].attribute(), CmAttribute::kDrep);
+  EXPECT_EQ(server_env.sent[1].route, kNeighbourRoute) << "an answer that belongs to no connection";
+  server_env.sent.clear();
+  EXPECT_EQ(server.connections(), 1u);
+  EXPECT_TRUE(server.take_events().empty());
+
+  // The connection's REP, its retransmission and its DREQ still go to the client.
+  ASSERT_EQ(server.accept(server_id, reply(), now), CmCallStatus::kOk);
+  server.on_mad(req.bytes, kClientGid, kServerGid, kNeighbourRoute, now);  // the REP again
+  ASSERT_EQ(server_env.sent.size(), 2u);
+  for (const SentMad& m : server_env.sent) {
+    EXPECT_EQ(m.attribute(), CmAttribute::kRep);
+    EXPECT_EQ(m.route, kClientRoute);
+  }
+  deliver_all();
+  ASSERT_EQ(client.establish(client.take_events().at(0).id), CmCallStatus::kOk);
+  deliver_all();
+  ASSERT_THAT(types(server.take_events()), ElementsAre(CmEventType::kEstablished));
+  ASSERT_EQ(server.disconnect(server_id, now), CmCallStatus::kOk);
+  ASSERT_EQ(server_env.sent.size(), 1u);
+  EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kDreq);
+  EXPECT_EQ(server_env.sent.front().route, kClientRoute);
 }
 
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
@@ -565,7 +628,7 @@ TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   h.set(Mad::method, MadMethod::kGet);
   h.set(Mad::transaction_id, 0x42);
   h.set(Mad::attribute_id, CmAttribute::kClassPortInfo);
-  server.on_mad(get, kClientGid, kServerGid, now);
+  server.on_mad(get, kClientGid, kServerGid, kClientRoute, now);
   SentMad answer = only_reply();
   EXPECT_EQ(answer.get(Mad::method), MadMethod::kGetResponse);
   EXPECT_EQ(answer.get(Mad::status), MadStatus::kOk);
@@ -575,7 +638,7 @@ TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   EXPECT_EQ(answer.to, kClientGid);
 
   h.set(Mad::attribute_id, CmAttribute::kReq);  // Get(REQ) means nothing
-  server.on_mad(get, kClientGid, kServerGid, now);
+  server.on_mad(get, kClientGid, kServerGid, kClientRoute, now);
   answer = only_reply();
   EXPECT_EQ(answer.get(Mad::status), MadStatus::kMethodAttributeNotSupported);
 }

@@ -201,7 +201,7 @@ TEST(GoldenCm, RpingConnectAndDisconnectReadAsTheTablesSay) {
 
 class NoNetwork final : public CmEnv {
  public:
-  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid&, const Gid& to) override {
+  void send_mad(std::span<const uint8_t, kMadSize> mad, const Gid&, const Gid& to, CmRoute) override {
     sent.emplace_back(mad.begin(), mad.end());
     destinations.push_back(to);
   }
@@ -218,7 +218,7 @@ TEST(GoldenCm, OurCmAcceptsLinuxsRequest) {
   const CapturedMad& req = mads[0];
   NoNetwork net;
   CmAgent agent(CmParams{.local_ca_guid = 0x0202C9FFFE000002}, &net);
-  agent.on_mad(req.bytes, req.source, req.destination, 0);
+  agent.on_mad(req.bytes, req.source, req.destination, /*route=*/1, 0);
   auto events = agent.take_events();
   ASSERT_EQ(events.size(), 1u);
   ASSERT_EQ(events[0].type, CmEventType::kRequest);
