@@ -144,10 +144,9 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   const uint64_t peer_guid = req.get(CmReq::local_ca_guid);
 
   // A REQ we already hold (12.9.8.1): answer as before instead of starting a second connection.
-  if (const auto it = by_peer_id_.find({peer_id, peer_guid}); it != by_peer_id_.end()) {
+  if (const auto it = by_peer_id_.find({peer_id, peer_guid, source}); it != by_peer_id_.end()) {
     ++counters_.rx_duplicate_req;
     Connection& c = connections_.at(it->second);
-    if (c.remote_gid != source) return;
     switch (c.state) {
       case State::kReqReceived: {  // the consumer is deciding: ask the peer to wait (12.6.6)
         auto mra = new_mad(CmAttribute::kMra, c.request_tid);
@@ -185,9 +184,11 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     return reject(CmRejectReason::kInvalidGid);
   const Qpn peer_qpn = req.get(CmReq::local_qpn);
 
-  // Stale connection (12.9.8.3.1): the peer's QPN still belongs to one of our connections, so the peer lost it.
-  // Reject, and end ours: Linux sends a DREQ to the old connection too.
-  if (const auto it = by_peer_qpn_.find({peer_qpn.value(), peer_guid}); it != by_peer_qpn_.end()) {
+  // Stale connection (12.9.8.3.1): the peer's QPN still belongs to one of our connections with it, so the peer
+  // lost that one. Reject, and end ours (12.9.8.3.3; Linux sends the old connection a DREQ). Only the peer itself
+  // can: the lookup is by the REQ's source GID too, so a REQ from another address that names this peer's QPN and
+  // CA GUID finds none of its connections (Linux's, keyed without the GID, lets any host end them).
+  if (const auto it = by_peer_qpn_.find({peer_qpn.value(), peer_guid, source}); it != by_peer_qpn_.end()) {
     reject(CmRejectReason::kStaleConnection);
     Connection& old = connections_.at(it->second);
     if (old.state == State::kEstablished) {
@@ -237,8 +238,8 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   r.peer_cm_response_timeout = c.peer_cm_response_timeout;
   r.peer_max_cm_retries = c.peer_max_cm_retries;
 
-  by_peer_id_[{peer_id, peer_guid}] = c.id;
-  by_peer_qpn_[{peer_qpn.value(), peer_guid}] = c.id;
+  by_peer_id_[{peer_id, peer_guid, source}] = c.id;
+  by_peer_qpn_[{peer_qpn.value(), peer_guid, source}] = c.id;
   const CmId id = c.id;
   connections_.emplace(id, c);
   emit(connections_.at(id), std::move(e));
@@ -270,7 +271,7 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   }
   const uint64_t peer_guid = rep.get(CmRep::local_ca_guid);
   const Qpn peer_qpn = rep.get(CmRep::local_qpn);
-  if (by_peer_qpn_.contains({peer_qpn.value(), peer_guid})) {
+  if (by_peer_qpn_.contains({peer_qpn.value(), peer_guid, source})) {
     // The peer's QPN is still another connection's here (12.9.8.3.1).
     ++counters_.req_rejected;
     send_rej(c.local_gid, c.remote_gid, c.route, c.request_tid, c.id, peer_id, CmMessageAnswered::kRep,
@@ -284,8 +285,8 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   c.remote_ca_guid = peer_guid;
   c.remote_qpn = peer_qpn;
   c.remote_qpn_known = true;
-  by_peer_id_[{peer_id, peer_guid}] = c.id;
-  by_peer_qpn_[{peer_qpn.value(), peer_guid}] = c.id;
+  by_peer_id_[{peer_id, peer_guid, source}] = c.id;
+  by_peer_qpn_[{peer_qpn.value(), peer_guid, source}] = c.id;
 
   CmEvent e = event(CmEventType::kReply);
   CmReplyParams& r = e.reply;
@@ -342,8 +343,8 @@ void CmAgent::on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     // A peer withdrawing its REQ does not know our ID: it names itself, with its CA GUID as the ARI (12.6.7.2),
     // and Linux looks the connection up by those.
     const uint64_t guid = detail::load_be<8>(mad.data() + CmRej::additional_reject_info.kOffset);
-    const auto it = by_peer_id_.find({rej.get(CmRej::local_comm_id), guid});
-    if (it != by_peer_id_.end() && connections_.at(it->second).remote_gid == source) {
+    const auto it = by_peer_id_.find({rej.get(CmRej::local_comm_id), guid, source});
+    if (it != by_peer_id_.end()) {
       found = &connections_.at(it->second);
     } else {
       ++counters_.rx_unmatched;
@@ -746,10 +747,11 @@ void CmAgent::erase(CmId id) {
   if (it == connections_.end()) return;
   Connection& c = it->second;
   set_deadline(c, UINT64_MAX);
-  if (const auto p = by_peer_id_.find({c.remote_id, c.remote_ca_guid}); p != by_peer_id_.end() && p->second == id)
+  if (const auto p = by_peer_id_.find({c.remote_id, c.remote_ca_guid, c.remote_gid});
+      p != by_peer_id_.end() && p->second == id)
     by_peer_id_.erase(p);
   if (c.remote_qpn_known) {
-    if (const auto q = by_peer_qpn_.find({c.remote_qpn.value(), c.remote_ca_guid});
+    if (const auto q = by_peer_qpn_.find({c.remote_qpn.value(), c.remote_ca_guid, c.remote_gid});
         q != by_peer_qpn_.end() && q->second == id)
       by_peer_qpn_.erase(q);
   }

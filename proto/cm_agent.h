@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -204,7 +205,9 @@ class CmAgent {
     uint8_t peer_cm_response_timeout = 0;
     uint8_t peer_max_cm_retries = 0;
   };
-  using PeerKey = std::pair<uint32_t, uint64_t>;  // (remote comm ID or QPN, remote CA GUID)
+  // (remote comm ID or QPN, remote CA GUID, remote GID). Linux keys by the first two only; with the GID a MAD from
+  // elsewhere that names another peer's IDs or QPN never meets that peer's connections.
+  using PeerKey = std::tuple<uint32_t, uint64_t, Gid>;
 
   void on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
               uint64_t now);

@@ -387,6 +387,38 @@ TEST_F(CmScenario, AStaleQpnIsRejectedAndTheOldConnectionEnds) {
   (void)client_id;
 }
 
+// The stale-QPN REQ of AStaleQpnIsRejectedAndTheOldConnectionEnds, from another address: a host that names the
+// client's QPN, CA GUID and even its communication ID does not end the client's connection (nothing reaches the
+// client, no event for the server's connection); its REQ is a request of its own.
+TEST_F(CmScenario, ARequestFromAnotherAddressNamingThePeersQpnEndsNothing) {
+  const auto [client_id, server_id] = establish_connection();
+  const Gid elsewhere = IpAddress::from_ipv4(0xC6120009).gid;  // 198.18.0.9
+  RecordingEnv impostor_env{12345};
+  CmAgent impostor(params(0x0202C9FFFE000001), &impostor_env);  // the client's CA GUID
+  CmConnectParams r = request();                                // the client's QPN
+  r.local_gid = elsewhere;
+  ASSERT_TRUE(impostor.connect(r, now));
+  const auto fresh_id = impostor_env.sent.front().bytes;
+  auto client_comm_id = fresh_id;
+  CmMutView<CmReq>(client_comm_id.data()).set(CmReq::local_comm_id, client_id);
+  for (const auto& req : {fresh_id, client_comm_id}) {
+    server.on_mad(req, elsewhere, kServerGid, kNeighbourRoute, now);
+    for (const SentMad& m : server_env.sent) EXPECT_NE(m.to, kClientGid) << "nothing for the client";
+    const auto events = server.take_events();
+    ASSERT_THAT(types(events), ElementsAre(CmEventType::kRequest));
+    EXPECT_NE(events[0].id, server_id);
+    EXPECT_EQ(server.reject(events[0].id, CmRejectReason::kConsumerDefined, {}), CmCallStatus::kOk);
+    server_env.sent.clear();
+  }
+  EXPECT_EQ(server.counters().rx_duplicate_req, 0u);
+
+  // The client's connection goes on: its own DREQ ends it.
+  ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kDisconnected));
+}
+
 TEST_F(CmScenario, DestroyedConnectionsReportOnlyTheEndOfTimeWait) {
   const auto [client_id, server_id] = establish_connection();
   client.destroy(client_id, now);
