@@ -34,6 +34,18 @@ Gid gid_at(std::span<const uint8_t, kMadSize> mad, Bytes field) {
   return g;
 }
 
+// What a peer may make us wait. Its time codes are 5 bits: 31 is 2^31 x 4.096 us, 2.4 hours a try, so a REP
+// retransmitted by its REQ's CM response timeout and 15 retries, or an MRA of 31, held a connection for ~37 hours.
+// A try is cut at 24 (67 s), the longest any peer we know asks for: Linux's MRAs (cma.c CMA_CM_MRA_SETTING) and
+// ours (CmParams::mra_service_timeout); Linux's CM response timeout is 20 (4 s).
+constexpr uint8_t kMaxPeerTimeCode = 24;
+// And however the peer stretches one exchange (a message and its retransmissions, lengthened by MRAs; a REQ
+// waiting for our consumer), it ends within this: well over the 74 s (16 tries of 4.6 s) a Linux REQ or REP waits
+// unanswered, and two MRAs' worth.
+constexpr uint64_t kMaxPeerWaitMs = 180'000;
+
+uint64_t peer_time_ms(uint8_t code) { return cm_time_code_to_ms(std::min(code, kMaxPeerTimeCode)); }
+
 // Retransmission interval of a REQ (Linux cm_init_av + cm_req_handler's timeout: twice the packet life time plus
 // the response time we allow the peer).
 uint64_t request_interval_ms(const CmParams& p) {
@@ -328,11 +340,11 @@ void CmAgent::on_mra(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     ++counters_.rx_wrong_state;
     return;
   }
-  // 12.6.6: wait the service time the peer asked for (plus a packet life time) before retransmitting.
+  // 12.6.6: wait the service time the peer asked for (plus a packet life time) before retransmitting, within
+  // what a peer may ask (kMaxPeerTimeCode, kMaxPeerWaitMs).
   c->state = next;
-  c->retry_interval_ms =
-      cm_time_code_to_ms(mra.get(CmMra::service_timeout)) + cm_time_code_to_ms(params_.packet_life_time);
-  set_deadline(*c, now + c->retry_interval_ms);
+  c->retry_interval_ms = peer_time_ms(mra.get(CmMra::service_timeout)) + cm_time_code_to_ms(params_.packet_life_time);
+  set_deadline(*c, std::min(now + c->retry_interval_ms, c->give_up_ms));
 }
 
 void CmAgent::on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now) {
@@ -438,11 +450,11 @@ void CmAgent::on_timer(uint64_t now_ms) {
       erase(c.id);
       continue;
     }
-    if (c.retries_left > 0) {
+    if (c.retries_left > 0 && now_ms < c.give_up_ms) {
       --c.retries_left;
       ++counters_.retransmits;
       send(c, c.pending);
-      set_deadline(c, now_ms + c.retry_interval_ms);
+      set_deadline(c, std::min(now_ms + c.retry_interval_ms, c.give_up_ms));
       continue;
     }
     ++counters_.timeouts;
@@ -549,9 +561,9 @@ CmCallStatus CmAgent::accept(CmId id, const CmReplyParams& p, uint64_t now_ms) {
   rep.set(CmRep::local_ca_guid, params_.local_ca_guid);
   copy_in(mad, CmRep::private_data, p.private_data);
   // The peer said how long it takes to answer and how often to try (its REQ's local CM response timeout and max
-  // CM retries): retransmit the REP by those, as Linux does, with our packet life time on top.
-  const uint64_t interval =
-      cm_time_code_to_ms(c.peer_cm_response_timeout) + 2 * cm_time_code_to_ms(params_.packet_life_time);
+  // CM retries, a 4-bit field): retransmit the REP by those, as Linux does, with our packet life time on top, within
+  // what a peer may ask (kMaxPeerTimeCode, kMaxPeerWaitMs).
+  const uint64_t interval = peer_time_ms(c.peer_cm_response_timeout) + 2 * cm_time_code_to_ms(params_.packet_life_time);
   send_and_retransmit(c, mad, interval, c.peer_max_cm_retries, now_ms);
   return CmCallStatus::kOk;
 }
@@ -686,8 +698,9 @@ void CmAgent::send_and_retransmit(Connection& c, const std::array<uint8_t, kMadS
   c.pending = mad;
   c.retry_interval_ms = interval_ms;
   c.retries_left = retries;
+  c.give_up_ms = now + kMaxPeerWaitMs;
   send(c, mad);
-  set_deadline(c, now + interval_ms);
+  set_deadline(c, std::min(now + interval_ms, c.give_up_ms));
 }
 
 void CmAgent::send_rej(const Gid& local, const Gid& remote, CmRoute route, uint64_t tid, uint32_t our_id,

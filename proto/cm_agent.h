@@ -201,6 +201,7 @@ class CmAgent {
     std::array<uint8_t, kMadSize> pending{};
     uint64_t deadline_ms = UINT64_MAX;
     uint64_t retry_interval_ms = 0;
+    uint64_t give_up_ms = UINT64_MAX;  // the exchange ends by then, however the peer stretches it (cm_agent.cc)
     uint8_t retries_left = 0;
     uint8_t peer_cm_response_timeout = 0;
     uint8_t peer_max_cm_retries = 0;

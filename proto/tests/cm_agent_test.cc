@@ -651,6 +651,60 @@ TEST_F(CmHostile, MadsFromAnotherRouteDoNotSteerAConnection) {
   EXPECT_EQ(server_env.sent.front().route, kClientRoute);
 }
 
+// The longest times a peer can ask for (time code 31: 2.4 hours a try, 15 retries) are cut to 67 s a try, and the
+// whole exchange to 3 minutes: a REP for such a REQ, and a REQ the peer MRAs with a service timeout of 31.
+TEST_F(CmHostile, PeerTimersAreClampedAndEveryExchangeEnds) {
+  constexpr uint64_t kTry = uint64_t{1} << 16;  // time code 24
+  constexpr uint64_t kPacketLife = 1 << 8;      // our packet life time, 16
+  constexpr uint64_t kExchange = 180'000;
+  auto run_timers = [&](CmAgent& agent) {  // until nothing is left to do; the time that took
+    const uint64_t start = now;
+    while (agent.next_deadline_ms() != UINT64_MAX) {
+      now = agent.next_deadline_ms();
+      agent.on_timer(now);
+    }
+    return now - start;
+  };
+
+  RecordingEnv peer_env{3};  // a client of its own, so that the REPs below concern no connection of `client`
+  CmAgent peer(params(0x0202C9FFFE000003), &peer_env);
+  ASSERT_TRUE(peer.connect(request(Qpn{0x66}), now));
+  auto req = peer_env.sent.front().bytes;
+  CmMutView<CmReq>(req.data()).set(CmReq::local_cm_response_timeout, 31);
+  CmMutView<CmReq>(req.data()).set(CmReq::max_cm_retries, 15);
+  server.on_mad(req, kClientGid, kServerGid, kClientRoute, now);
+  const auto requests = server.take_events();
+  ASSERT_THAT(types(requests), ElementsAre(CmEventType::kRequest));
+  ASSERT_EQ(server.accept(requests[0].id, reply(), now), CmCallStatus::kOk);
+  EXPECT_EQ(server.next_deadline_ms() - now, kTry + 2 * kPacketLife);
+  EXPECT_LE(run_timers(server), kExchange) << "the REP's retransmissions end within the bound";
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeout));
+  EXPECT_EQ(server.connections(), 0u);
+  EXPECT_EQ(server_env.sent.back().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kTimeout));
+
+  // The client's REQ, MRA'd with a service timeout of 31.
+  server_env.sent.clear();
+  ASSERT_TRUE(client.connect(request(Qpn{0x77}), now));
+  const uint64_t connected = now;
+  deliver_all();
+  ASSERT_THAT(types(server.take_events()), ElementsAre(CmEventType::kRequest));
+  advance(client.next_deadline_ms() - now);  // the REQ again, which the server answers with an MRA
+  ASSERT_EQ(client_env.sent.size(), 1u);
+  server.on_mad(client_env.sent.front().bytes, kClientGid, kServerGid, kClientRoute, now);
+  client_env.sent.clear();
+  ASSERT_EQ(server_env.sent.size(), 1u);
+  SentMad m = server_env.sent.front();
+  server_env.sent.clear();
+  ASSERT_EQ(m.attribute(), CmAttribute::kMra);
+  CmMutView<CmMra>(m.bytes.data()).set(CmMra::service_timeout, 31);
+  client.on_mad(m.bytes, kServerGid, kClientGid, kServerRoute, now);
+  EXPECT_EQ(client.next_deadline_ms() - now, kTry + kPacketLife);
+  run_timers(client);
+  EXPECT_LE(now - connected, kExchange) << "the REQ gives up within the bound";
+  EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kTimeout));
+  EXPECT_EQ(client.connections(), 0u);
+}
+
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   std::array<uint8_t, kMadSize> get{};
   CmMutView<Mad> h(get.data());
