@@ -413,6 +413,10 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
         state_ = State::kDone;
         break;
       case proto::CmEventType::kTimeout:
+        if (state_ == State::kIncoming) {  // undecided past the peer's patience: the CM has ended the request
+          state_ = State::kDone;
+          break;
+        }
         if (state_ != State::kConnecting && state_ != State::kAccepting) break;
         if (qp_->connected()) {
           qp_->NdkFlush();

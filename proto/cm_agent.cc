@@ -168,6 +168,10 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
         m.set(CmMra::message_mraed, static_cast<uint8_t>(CmMessageAnswered::kReq));
         m.set(CmMra::service_timeout, params_.mra_service_timeout);
         send(c, mra);
+        // The peer now waits that long before it tries again: so does the consumer's deadline (below).
+        const uint64_t asked =
+            now + cm_time_code_to_ms(params_.mra_service_timeout) + 2 * cm_time_code_to_ms(params_.packet_life_time);
+        set_deadline(c, std::max(c.deadline_ms, std::min(asked, c.give_up_ms)));
         return;
       }
       case State::kRepSent:
@@ -252,9 +256,17 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
 
   by_peer_id_[{peer_id, peer_guid, source}] = c.id;
   by_peer_qpn_[{peer_qpn.value(), peer_guid, source}] = c.id;
-  const CmId id = c.id;
-  connections_.emplace(id, c);
-  emit(connections_.at(id), std::move(e));
+  Connection& stored = connections_.emplace(c.id, c).first->second;
+  // The consumer answers within the time the peer waits for our answer: each of its tries waits the response time
+  // its REQ allows us, plus a packet life time each way (Linux cm_send_req), and it makes max CM retries of them
+  // after the first; within what a peer may ask (kMaxPeerTimeCode, kMaxPeerWaitMs). After that the peer has given
+  // up, so a request still undecided is ended (on_timer) rather than held, however many REQs come.
+  const uint64_t peer_waits =
+      (uint64_t{c.peer_max_cm_retries} + 1) *
+      (peer_time_ms(req.get(CmReq::remote_cm_response_timeout)) + 2 * cm_time_code_to_ms(params_.packet_life_time));
+  stored.give_up_ms = now + kMaxPeerWaitMs;
+  set_deadline(stored, std::min(now + peer_waits, stored.give_up_ms));
+  emit(stored, std::move(e));
 }
 
 void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route) {
@@ -463,6 +475,13 @@ void CmAgent::on_timer(uint64_t now_ms) {
       case State::kMraReqReceived:
         emit(c, event(CmEventType::kTimeout));
         erase(c.id);
+        break;
+      case State::kReqReceived:
+        // The consumer let the request wait past the peer's patience (on_req): it is ended as the consumer's
+        // destroy() would end it, with the REJ Linux sends then (cm_destroy_id in REQ_RCVD: consumer defined),
+        // which the peer's CM finds by its own ID. The consumer's accept() or reject() finds nothing now.
+        emit(c, event(CmEventType::kTimeout));
+        destroy(c.id, now_ms);
         break;
       case State::kRepSent:
       case State::kMraRepReceived:

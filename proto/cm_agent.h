@@ -94,7 +94,7 @@ enum class CmEventType : uint8_t {
   kReply,              // active: the REP (`reply`); set the QP up, then establish() (RTU) or reject()
   kEstablished,        // passive: the RTU arrived (or the consumer reported the first packet)
   kRejected,           // the peer rejected our REQ or REP (`reason`, `private_data`)
-  kTimeout,            // our REQ or REP went unanswered through every retry
+  kTimeout,            // our REQ or REP went unanswered through every retry, or a kRequest past the peer's patience
   kDisconnectRequest,  // the peer disconnected (DREQ, answered with a DREP) or its QP went stale
   kDisconnected,       // our DREQ was answered (or crossed the peer's), or timed out (`timed_out`)
   kTimeWaitDone,       // the connection is gone after time-wait; its QPN may serve a new one
@@ -153,7 +153,7 @@ class CmAgent {
 
   // Active side: sends a REQ. nullopt: private data too long, or no room for another connection.
   std::optional<CmId> connect(const CmConnectParams& request, uint64_t now_ms);
-  // Passive side, after kRequest: sends the REP.
+  // Passive side, after kRequest and before the peer stops waiting for an answer (then kTimeout): sends the REP.
   CmCallStatus accept(CmId id, const CmReplyParams& reply, uint64_t now_ms);
   // After kRequest (REJ of the REQ) or kReply (REJ of the REP): the connection is gone.
   CmCallStatus reject(CmId id, CmRejectReason reason, std::span<const uint8_t> private_data);

@@ -843,5 +843,28 @@ TEST_F(ConnectionTest, TheAcceptedQpSendsToTheMacTheRequestCameFrom) {
   close(l);
 }
 
+// A request the consumer leaves undecided ends when its sender stops waiting for an answer (here a REQ that allows
+// 1 ms plus the packet life times, and no retry): the connector's accept then fails as if the peer had given up.
+TEST_F(ConnectionTest, ARequestLeftUndecidedEndsWhenThePeerStopsWaiting) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  ListenerEvents events;
+  Listener* l = listen(events, ipv4(b, kPort));
+  GsiFrame frame{gid_of(a.ip()), impl().dataplane().port(dataplane::testing::kPortA).mac,
+                 requests(a, b, kPort, 0x2345, 1).at(0)};
+  proto::CmMutView<proto::CmReq>(frame.mad.data()).set(proto::CmReq::remote_cm_response_timeout, 8);
+  proto::CmMutView<proto::CmReq>(frame.mad.data()).set(proto::CmReq::max_cm_retries, 0);
+  const uint64_t timeouts = cm_counter("cm_timeouts");
+  ASSERT_NO_FATAL_FAILURE(inject(std::span(&frame, 1)));
+  ASSERT_TRUE(eventually([&] { return events.incoming.load() != nullptr; }));
+  ASSERT_TRUE(eventually([&] { return cm_counter("cm_timeouts") > timeouts; }));
+  Connector* incoming = events.incoming.load();
+  Completion accepted;
+  EXPECT_EQ(incoming->NdkAccept(b.qp, 1, 1, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
+            STATUS_CONNECTION_ABORTED);
+  close(incoming);
+  close(l);
+}
+
 }  // namespace
 }  // namespace uroce::ndk::testing

@@ -705,6 +705,50 @@ TEST_F(CmHostile, PeerTimersAreClampedAndEveryExchangeEnds) {
   EXPECT_EQ(client.connections(), 0u);
 }
 
+// A REQ flood the consumer never answers holds nothing for longer than the senders wait for an answer: each
+// request ends when its REQ's own timeout x (retries + 1) has passed (our client's REQ: 16 x 1.5 s), with the REJ a
+// consumer's destroy() sends, and a kTimeout for the consumer. A duplicate REQ meanwhile gets an MRA, which the
+// peer waits out, and so does the deadline.
+TEST_F(CmHostile, RequestsTheConsumerNeverAnswersEndWhenThePeerStopsWaiting) {
+  constexpr uint64_t kPeerWaits = 16 * ((1 << 10) + 2 * (1 << 8));  // REQ: response timeout 18, 15 retries
+  constexpr uint64_t kMraWait = (1 << 16) + 2 * (1 << 8);           // our MRA's service timeout 24
+  auto req = valid_req();
+  for (uint32_t i = 0; i < 100; ++i) {
+    CmMutView<CmReq>(req.data()).set(CmReq::local_comm_id, 0x1000 + i);
+    CmMutView<CmReq>(req.data()).set(CmReq::local_qpn, Qpn{0x1000 + i});
+    server.on_mad(req, kClientGid, kServerGid, kClientRoute, now);
+  }
+  EXPECT_EQ(server.connections(), 100u);
+  const auto requests = server.take_events();
+  ASSERT_EQ(requests.size(), 100u);
+  EXPECT_EQ(server.next_deadline_ms(), now + kPeerWaits);
+
+  advance(kPeerWaits - 1000);
+  server.on_mad(req, kClientGid, kServerGid, kClientRoute, now);  // the last one's REQ again: an MRA
+  ASSERT_EQ(server_env.sent.size(), 1u);
+  EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kMra);
+  server_env.sent.clear();
+
+  advance(1000);
+  EXPECT_EQ(server.connections(), 1u) << "all but the MRA'd one";
+  auto timeouts = server.take_events();
+  EXPECT_EQ(timeouts.size(), 99u);
+  for (const CmEvent& e : timeouts) EXPECT_EQ(e.type, CmEventType::kTimeout);
+  ASSERT_EQ(server_env.sent.size(), 99u);
+  for (const SentMad& m : server_env.sent) {
+    EXPECT_EQ(m.attribute(), CmAttribute::kRej);
+    EXPECT_EQ(m.get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kConsumerDefined));
+    EXPECT_EQ(m.route, kClientRoute);
+  }
+  EXPECT_EQ(server.accept(requests[0].id, reply(), now), CmCallStatus::kInvalidState);
+  EXPECT_EQ(server.reject(requests[1].id, CmRejectReason::kConsumerDefined, {}), CmCallStatus::kInvalidState);
+
+  EXPECT_EQ(server.next_deadline_ms(), now - 1000 + kMraWait);
+  advance(kMraWait - 1000);
+  EXPECT_EQ(server.connections(), 0u);
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeout));
+}
+
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   std::array<uint8_t, kMadSize> get{};
   CmMutView<Mad> h(get.data());
