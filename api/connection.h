@@ -50,6 +50,11 @@ class SharedEndpointImpl;
   return proto::MacAddr{route & 0xFFFF'FFFF'FFFF};
 }
 
+// The requests a listener holds that its consumer has not yet accepted, rejected or closed; a REQ beyond them is
+// refused with REJ "no resources", so that no listener's requests take every connection the CM has (shared with
+// our own connects). Linux's rdma_listen backlog is capped at 1024 too (ucma.c max_backlog).
+inline constexpr uint32_t kListenBacklog = 1024;
+
 class ConnectionManager final : public proto::CmEnv {
  public:
   // One per Stack: every adapter of the process shares it (and the GSI QP it owns).
@@ -127,13 +132,15 @@ class ConnectionManager final : public proto::CmEnv {
   std::unordered_map<proto::CmId, ConnectorImpl*> connectors_;
   std::unordered_map<proto::CmId, const dataplane::RcQueuePair*> awaiting_first_request_;
   std::mt19937_64 random_;
-  uint64_t mads_unsent_ = 0;  // the GSI ring was full
+  uint64_t mads_unsent_ = 0;   // the GSI ring was full
+  uint64_t over_backlog_ = 0;  // REQs refused: their listener's backlog was full
 
   // What counter_values() reports of the CM thread's state, copied at the end of each step.
   mutable std::mutex snapshot_mutex_;
   proto::CmCounters agent_counters_;
   uint64_t live_cm_ids_ = 0;
   uint64_t mads_unsent_snapshot_ = 0;
+  uint64_t over_backlog_snapshot_ = 0;
 };
 
 class ListenerImpl final : public Listener, public Lifetime {
@@ -147,6 +154,10 @@ class ListenerImpl final : public Listener, public Lifetime {
   void NdkControlConnectEvents(bool pause) override { paused_.store(pause, std::memory_order_release); }
 
   [[nodiscard]] bool accepting() const noexcept { return !paused_.load(std::memory_order_acquire) && !closing(); }
+  // CM thread: takes a place in the backlog for a new request; false when kListenBacklog are taken.
+  [[nodiscard]] bool enter_backlog() noexcept;
+  // Any thread: the consumer accepted, rejected or closed a request that held a place.
+  void leave_backlog() noexcept { backlog_.fetch_sub(1, std::memory_order_relaxed); }
   // Notifier: hands the consumer its new connector (or rejects it if the listener closed meanwhile).
   void deliver(ConnectorImpl* connector);
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
@@ -160,6 +171,7 @@ class ListenerImpl final : public Listener, public Lifetime {
   std::mutex mutex_;
   std::optional<SocketEndpoint> bound_;
   std::atomic<bool> paused_{false};
+  std::atomic<uint32_t> backlog_{0};  // places taken (kListenBacklog)
   LiveObject live_{adapter_, NdkObjectTypeListener};
 };
 
@@ -242,6 +254,7 @@ class ConnectorImpl final : public Connector, public Lifetime {
   void send_request();  // CM thread: the REQ
   void accept_on_cm_thread(const proto::CmReplyParams& reply);
   void fail(NTSTATUS status);  // CM thread: the connection is over before it was established
+  void leave_backlog();        // under mutex_: the consumer has answered or closed an incoming request
   void deliver_disconnect_event();
   // Notifier: moves the QP to RTS towards the peer with what the CM negotiated.
   NTSTATUS connect_qp();
@@ -253,7 +266,8 @@ class ConnectorImpl final : public Connector, public Lifetime {
   QpImpl* qp_ = nullptr;
   ListenerImpl* listener_ = nullptr;
   SharedEndpointImpl* shared_ = nullptr;
-  bool bound_ = false;  // our own endpoint, bound by NdkConnect
+  bool bound_ = false;       // our own endpoint, bound by NdkConnect
+  bool in_backlog_ = false;  // an incoming request holding a place in listener_'s backlog
   std::optional<proto::CmId> cm_id_;
   dataplane::PortIndex port_ = 0;
   SocketEndpoint local_{};

@@ -142,6 +142,7 @@ bool ConnectionManager::step() {
     agent_counters_ = agent_->counters();
     live_cm_ids_ = connectors_.size();
     mads_unsent_snapshot_ = mads_unsent_;
+    over_backlog_snapshot_ = over_backlog_;
   }
   return busy;
 }
@@ -176,6 +177,13 @@ void ConnectionManager::on_request(const proto::CmEvent& event) {
   ListenerImpl* listener = find_listener(local_ip, service_port);
   // No listener (or a paused one): rejected at once, so the peer sees "refused" rather than a timeout.
   if (listener == nullptr) return reject(proto::CmRejectReason::kInvalidServiceId);
+  // A full backlog: REJ "no resources", as the agent answers beyond max_connections. Linux's ucma refuses
+  // beyond its backlog too, without a REJ (cm_destroy_id with -ENOMEM), leaving the peer to retry after its timeout.
+  if (!listener->enter_backlog()) {
+    ++over_backlog_;
+    listener->release();  // find_listener's reference
+    return reject(proto::CmRejectReason::kNoResources);
+  }
 
   // The passive side's connector belongs to the listener's adapter.
   auto* connector =
@@ -275,7 +283,8 @@ std::vector<std::pair<std::string, uint64_t>> ConnectionManager::counter_values(
          {"cm_req_rejected", c.req_rejected},
          {"cm_timeouts", c.timeouts},
          {"cm_live_ids", live_cm_ids_},
-         {"cm_mads_unsent", mads_unsent_snapshot_}};
+         {"cm_mads_unsent", mads_unsent_snapshot_},
+         {"cm_req_over_backlog", over_backlog_snapshot_}};
   }
   for (auto& value : gsi_->counter_values()) v.push_back(std::move(value));
   return v;
@@ -327,6 +336,13 @@ NTSTATUS ListenerImpl::NdkCloseListener(CloseCompletion completion, void* reques
   // ndkpi.md §10.3: a listener refuses new connections as soon as its close is issued (accepting()). Connectors
   // it handed out hold it, and its address stays bound until the last of them has closed too (§10.4).
   return close(completion, request_context);
+}
+
+bool ListenerImpl::enter_backlog() noexcept {
+  // Only the CM thread takes places, so no other can be taken between the test and the increment.
+  if (backlog_.load(std::memory_order_relaxed) >= kListenBacklog) return false;
+  backlog_.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void ListenerImpl::deliver(ConnectorImpl* connector) {

@@ -30,6 +30,7 @@ ConnectorImpl::ConnectorImpl(AdapterImpl& adapter, ListenerImpl& listener, const
   state_ = State::kIncoming;
   listener.retain();  // ndkpi.md §10.4: the listener's close pends until its connectors have closed
   listener_ = &listener;
+  in_backlog_ = true;  // the CM took the place (ConnectionManager::on_request)
   cm_id_ = request.id;
   port_ = port;
   local_ = local;
@@ -247,6 +248,7 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
   if (state_ == State::kDone) return STATUS_CONNECTION_ABORTED;  // the peer gave up meanwhile
   if (state_ != State::kIncoming) return STATUS_CONNECTION_INVALID;
   if (!qp_impl->claim_for_connect()) return STATUS_CONNECTION_INVALID;
+  leave_backlog();
   qp_impl->retain();
   qp_ = qp_impl;
   // ndkpi.md §9.7: the effective limits are the smallest of what the consumer asks, the adapter allows and the
@@ -302,6 +304,7 @@ NTSTATUS ConnectorImpl::NdkReject(const void* private_data, uint32_t private_dat
   const std::lock_guard lock(mutex_);
   if ((state_ != State::kIncoming && state_ != State::kReplied) || !cm_id_) return STATUS_CONNECTION_ABORTED;
   if (state_ == State::kReplied) qp_->release_connect_claim();
+  leave_backlog();
   state_ = State::kDone;
   std::vector<uint8_t> data(bytes(private_data), bytes(private_data) + private_data_length);
   retain();
@@ -340,6 +343,7 @@ NTSTATUS ConnectorImpl::NdkCloseConnector(CloseCompletion completion, void* requ
     const std::lock_guard lock(mutex_);
     const State was = state_;
     state_ = State::kClosed;
+    leave_backlog();
     if (cm_id_ && was != State::kDone && was != State::kClosed) {
       // Abortive: the CM withdraws a REQ, rejects a request or a reply, or sends a DREQ (proto::CmAgent::destroy).
       retain();
@@ -461,6 +465,12 @@ void ConnectorImpl::fail(NTSTATUS status) {
     if (qp_ != nullptr && !qp_->connected()) qp_->release_connect_claim();
   }
   finish_request(status);
+}
+
+void ConnectorImpl::leave_backlog() {
+  if (!in_backlog_) return;
+  in_backlog_ = false;
+  listener_->leave_backlog();
 }
 
 void ConnectorImpl::deliver_disconnect_event() {

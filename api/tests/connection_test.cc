@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -867,6 +868,59 @@ TEST_F(ConnectionTest, ARequestLeftUndecidedEndsWhenThePeerStopsWaiting) {
   EXPECT_EQ(incoming->NdkAccept(b.qp, 1, 1, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
             STATUS_CONNECTION_ABORTED);
   close(incoming);
+  close(l);
+}
+
+// A flood of REQs to a listener whose consumer answers none: the listener holds kListenBacklog of them and the rest
+// get REJ "no resources"; places the consumer frees (a reject, a close) take new requests again, and another
+// listener's connections go through meanwhile.
+TEST_F(ConnectionTest, AListenersBacklogBoundsTheRequestsItHolds) {
+  constexpr std::size_t kBacklog = detail::kListenBacklog;
+  constexpr std::size_t kMore = 16;
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  std::mutex mutex;
+  std::vector<Connector*> held;  // the consumer's, in arrival order (under mutex)
+  ListenerEvents flooded;
+  flooded.on_connect = [&](Connector* c) {
+    const std::lock_guard lock(mutex);
+    held.push_back(c);
+  };
+  Listener* l = listen(flooded, ipv4(b, kPort));
+  const auto reqs = requests(a, b, kPort, 0x10000, kBacklog + 3 * kMore);
+  std::vector<GsiFrame> frames;
+  for (const auto& req : reqs) frames.push_back({gid_of(a.ip()), impl().dataplane().port(0).mac, req});
+  auto send = [&](std::size_t from, std::size_t to) {
+    for (std::size_t i = from; i < to; i += 128)
+      ASSERT_NO_FATAL_FAILURE(inject(std::span(frames).subspan(i, std::min<std::size_t>(128, to - i))));
+  };
+  const uint64_t refused = cm_counter("cm_req_over_backlog");
+  ASSERT_NO_FATAL_FAILURE(send(0, kBacklog + kMore));
+  ASSERT_TRUE(eventually([&] { return flooded.count.load() == static_cast<int>(kBacklog); }));
+  EXPECT_EQ(cm_counter("cm_req_over_backlog") - refused, kMore);
+
+  ListenerEvents other_events;
+  Listener* other = listen(other_events, ipv4(b, kPort + 1));
+  std::vector<Connection> one(1);
+  one[0].active_qp = a.qp;
+  one[0].passive_qp = b.qp;
+  ASSERT_NO_FATAL_FAILURE(establish(one, other_events, ipv4(a, 0), ipv4(b, kPort + 1)));
+  ASSERT_NO_FATAL_FAILURE(disconnect_and_close(one, Side::kActive));
+  close(other);
+
+  auto consumers = [&] {  // a copy: the API is never called under the mutex the connect event takes
+    const std::lock_guard lock(mutex);
+    return held;
+  };
+  std::vector<Connector*> first = consumers();
+  for (std::size_t i = 0; i < kMore; ++i) EXPECT_EQ(first[i]->NdkReject(nullptr, 0), STATUS_SUCCESS);
+  for (std::size_t i = kMore; i < 2 * kMore; ++i) close(first[i]);
+  ASSERT_NO_FATAL_FAILURE(send(kBacklog + kMore, kBacklog + 3 * kMore));
+  ASSERT_TRUE(eventually([&] { return flooded.count.load() == static_cast<int>(kBacklog + 2 * kMore); }));
+  EXPECT_EQ(cm_counter("cm_req_over_backlog") - refused, kMore) << "two places freed for every new request";
+  const std::vector<Connector*> all = consumers();
+  for (std::size_t i = 0; i < all.size(); ++i)
+    if (i < kMore || i >= 2 * kMore) close(all[i]);
   close(l);
 }
 

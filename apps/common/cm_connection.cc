@@ -148,6 +148,8 @@ void CmListener::on_connect(void* context, Connector* connector) {
     (void)connector->NdkCloseConnector([](void*) {}, nullptr);
     return;
   }
+  // At most the listener's backlog (api/connection.h kListenBacklog): a connector waiting here holds a place in it
+  // until it is accepted or closed, and REQs beyond it are refused.
   l.incoming_.push_back(connector);
 }
 
