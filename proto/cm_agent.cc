@@ -295,6 +295,12 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   }
   const uint64_t peer_guid = rep.get(CmRep::local_ca_guid);
   const Qpn peer_qpn = rep.get(CmRep::local_qpn);
+  if (by_peer_id_.contains({peer_id, peer_guid, source})) {
+    // Another connection of ours has that peer ID already: a duplicate REP, which Linux drops (cm_rep_handler).
+    // Taking the ID over would take that connection's duplicate-REQ and timeout-REJ lookups with it.
+    ++counters_.rx_unmatched;
+    return;
+  }
   if (by_peer_qpn_.contains({peer_qpn.value(), peer_guid, source})) {
     // The peer's QPN is still another connection's here (12.9.8.3.1).
     ++counters_.req_rejected;

@@ -749,6 +749,34 @@ TEST_F(CmHostile, RequestsTheConsumerNeverAnswersEndWhenThePeerStopsWaiting) {
   EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kTimeout));
 }
 
+// A REP that names a peer ID another connection of ours already has (here connection 1's, for connection 2's REQ) is
+// a duplicate, dropped as Linux drops it, rather than taking connection 1's entry: connection 2 keeps waiting.
+TEST_F(CmHostile, ARepNamingAnotherConnectionsPeerIdIsDropped) {
+  const auto [first, server_first] = establish_connection();
+  const auto second = client.connect(request(Qpn{0x12}), now);
+  ASSERT_TRUE(second);
+  client_env.sent.clear();
+  const uint64_t deadline = client.next_deadline_ms();
+  std::array<uint8_t, kMadSize> rep{};
+  const CmMutView<Mad> h(rep.data());
+  h.set(Mad::base_version, kMadBaseVersion);
+  h.set(Mad::management_class, kCmManagementClass);
+  h.set(Mad::class_version, kCmClassVersion);
+  h.set(Mad::method, MadMethod::kSend);
+  h.set(Mad::attribute_id, CmAttribute::kRep);
+  const CmMutView<CmRep> r(rep.data());
+  r.set(CmRep::local_comm_id, server_first);
+  r.set(CmRep::remote_comm_id, *second);
+  r.set(CmRep::local_qpn, Qpn{0x99});
+  r.set(CmRep::local_ca_guid, 0x0202C9FFFE000002);
+  const uint64_t unmatched = client.counters().rx_unmatched;
+  client.on_mad(rep, kServerGid, kClientGid, kServerRoute, now);
+  EXPECT_TRUE(client.take_events().empty());
+  EXPECT_EQ(client.counters().rx_unmatched, unmatched + 1);
+  EXPECT_EQ(client.next_deadline_ms(), deadline) << "the REQ still waits for its answer";
+  (void)first;
+}
+
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   std::array<uint8_t, kMadSize> get{};
   CmMutView<Mad> h(get.data());
