@@ -63,7 +63,7 @@ CmEvent event(CmEventType type, CmRejectReason reason = {}, std::vector<uint8_t>
 }  // namespace
 
 CmAgent::CmAgent(const CmParams& params, CmEnv* env)
-    : params_(params), env_(env), next_id_(env->random32()), next_tid_(uint64_t{env->random32()} << 32) {}
+    : params_(params), env_(env), next_tid_(uint64_t{env->random32()} << 32) {}
 
 const char* cm_event_name(CmEventType type) noexcept {
   switch (type) {
@@ -693,12 +693,14 @@ CmAgent::Connection* CmAgent::match(uint32_t our_id, uint32_t peer_id, const Gid
 }
 
 CmId CmAgent::allocate_id() {
-  // Advancing from a random start, so a peer sees no ID twice soon (stale detection keys on them) and cannot
-  // guess the next one.
+  // Random, so that nobody can guess the ID of a connection it has not seen (a MAD for a connection must name it).
+  // Peers key duplicate and stale detection on it while they remember a connection (its time-wait, seconds); a
+  // random 32-bit ID comes back within that time with odds too small to matter.
+  CmId id = 0;
   do {
-    ++next_id_;
-  } while (next_id_ == 0 || connections_.contains(next_id_));
-  return next_id_;
+    id = env_->random32();
+  } while (id == 0 || connections_.contains(id));
+  return id;
 }
 
 std::array<uint8_t, kMadSize> CmAgent::new_mad(CmAttribute attribute, uint64_t tid) const {

@@ -249,7 +249,6 @@ class CmAgent {
   std::map<PeerKey, CmId> by_peer_qpn_;  // stale connection detection (IBTA 12.9.8.3.1, cm_insert_remote_qpn)
   std::set<std::pair<uint64_t, CmId>> timers_;
   std::vector<CmEvent> events_;
-  CmId next_id_;
   uint64_t next_tid_;
   CmCounters counters_{};
 };

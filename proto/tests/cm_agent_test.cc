@@ -777,6 +777,13 @@ TEST_F(CmHostile, ARepNamingAnotherConnectionsPeerIdIsDropped) {
   (void)first;
 }
 
+// Communication IDs are drawn at random: the next one does not follow from the last.
+TEST_F(CmHostile, CommunicationIdsDoNotFollowEachOther) {
+  std::vector<CmId> ids;
+  for (uint32_t i = 0; i < 8; ++i) ids.push_back(client.connect(request(Qpn{0x100 + i}), now).value());
+  for (std::size_t i = 1; i < ids.size(); ++i) EXPECT_NE(ids[i], ids[i - 1] + 1);
+}
+
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
   std::array<uint8_t, kMadSize> get{};
   CmMutView<Mad> h(get.data());
