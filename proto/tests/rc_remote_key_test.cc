@@ -92,16 +92,27 @@ TEST(RemoteKey, WriteMiddleAndLastAfterAnInvalidationAreNakedAndNotPlaced) {
   EXPECT_EQ(s.nak_code(), NakCode::kRemoteAccessError);
 }
 
-TEST(RemoteKey, ADuplicateReadAfterAnInvalidationSendsNoneOfTheRegionsBytes) {
-  SimNetwork net(attrs());
+// A posts a READ of `length` bytes from B's region `exposed` (0xAA, invalidatable by a peer) into its `sink`.
+class RemoteKeyRead : public ::testing::Test {
+ protected:
+  std::vector<std::vector<uint8_t>> post_read(uint32_t length) {
+    EXPECT_TRUE(a.post_send(rdma(WorkOp::kRdmaRead, sink, length, exposed)));
+    a.qp.send(32);
+    return take(a);
+  }
+  SimNetwork net{attrs()};
   SimEndpoint& a = net.a();
   SimEndpoint& b = net.b();
-  Region& sink = a.add_region(4096, kAccessLocalWrite);
-  Region& exposed = b.add_region(4096, kAccessLocalWrite | kAccessRemoteRead, 0xAA);
-  exposed.remotely_invalidatable = true;
-  ASSERT_TRUE(a.post_send(rdma(WorkOp::kRdmaRead, sink, 2048, exposed)));
-  a.qp.send(32);
-  const auto request = take(a);
+  Region& sink = a.add_region(8192, kAccessLocalWrite);
+  Region& exposed = [this]() -> Region& {
+    Region& r = b.add_region(8192, kAccessLocalWrite | kAccessRemoteRead, 0xAA);
+    r.remotely_invalidatable = true;
+    return r;
+  }();
+};
+
+TEST_F(RemoteKeyRead, ADuplicateReadAfterAnInvalidationSendsNoneOfTheRegionsBytes) {
+  const auto request = post_read(2048);
   ASSERT_EQ(request.size(), 1u);
   ASSERT_TRUE(net.run([&] { return !a.send_completions.empty(); }));
   ASSERT_EQ(a.send_completions[0].status, CompletionStatus::kSuccess);
@@ -122,16 +133,8 @@ TEST(RemoteKey, ADuplicateReadAfterAnInvalidationSendsNoneOfTheRegionsBytes) {
   }
 }
 
-TEST(RemoteKey, AReadResponseStreamStopsSendingTheRegionOnceItsKeyIsInvalidated) {
-  SimNetwork net(attrs());
-  SimEndpoint& a = net.a();
-  SimEndpoint& b = net.b();
-  Region& sink = a.add_region(8192, kAccessLocalWrite);
-  Region& exposed = b.add_region(8192, kAccessLocalWrite | kAccessRemoteRead, 0xAA);
-  exposed.remotely_invalidatable = true;
-  ASSERT_TRUE(a.post_send(rdma(WorkOp::kRdmaRead, sink, 8192, exposed)));
-  a.qp.send(32);
-  deliver(b, take(a).at(0));
+TEST_F(RemoteKeyRead, AReadResponseStreamStopsSendingTheRegionOnceItsKeyIsInvalidated) {
+  deliver(b, post_read(8192).at(0));
   ASSERT_TRUE(b.qp.respond(1) != 0);  // the first response packet, from the valid key
   ASSERT_TRUE(b.invalidate_remote(RemoteToken{exposed.key}));
   std::memset(exposed.bytes.data(), 0x55, exposed.bytes.size());
