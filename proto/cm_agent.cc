@@ -133,7 +133,7 @@ void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gi
 
 void CmAgent::on_get(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route) {
   const In<Mad> h(mad.data());
-  auto reply = new_mad(h.get(Mad::attribute_id), h.get(Mad::transaction_id));
+  auto reply = cm_send_mad(h.get(Mad::attribute_id), h.get(Mad::transaction_id));
   Out<Mad>(reply.data()).set(Mad::method, MadMethod::kGetResponse);
   if (h.get(Mad::attribute_id) == CmAttribute::kClassPortInfo) {
     const Out<CmClassPortInfo> info(reply.data());
@@ -161,7 +161,7 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
     Connection& c = connections_.at(it->second);
     switch (c.state) {
       case State::kReqReceived: {  // the consumer is deciding: ask the peer to wait (12.6.6)
-        auto mra = new_mad(CmAttribute::kMra, c.request_tid);
+        auto mra = cm_send_mad(CmAttribute::kMra, c.request_tid);
         const Out<CmMra> m(mra.data());
         m.set(CmMra::local_comm_id, c.id);
         m.set(CmMra::remote_comm_id, c.remote_id);
@@ -283,7 +283,7 @@ void CmAgent::on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   Connection& c = it->second;
   if (c.state == State::kEstablished && c.remote_id == peer_id) {
     // Our RTU was lost: the peer retransmits its REP; send the RTU again (Linux does).
-    auto rtu = new_mad(CmAttribute::kRtu, c.request_tid);
+    auto rtu = cm_send_mad(CmAttribute::kRtu, c.request_tid);
     Out<CmRtu>(rtu.data()).set(CmRtu::local_comm_id, c.id);
     Out<CmRtu>(rtu.data()).set(CmRtu::remote_comm_id, c.remote_id);
     ++counters_.retransmits;
@@ -413,7 +413,7 @@ void CmAgent::on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source,
       dreq.get(CmDreq::local_comm_id) != it->second.remote_id) {
     // 12.9.8.5: a DREQ for a connection we do not have still gets its DREP, so the peer can finish.
     ++counters_.rx_unmatched;
-    auto drep = new_mad(CmAttribute::kDrep, tid);
+    auto drep = cm_send_mad(CmAttribute::kDrep, tid);
     Out<CmDrep>(drep.data()).set(CmDrep::local_comm_id, dreq.get(CmDreq::remote_comm_id));
     Out<CmDrep>(drep.data()).set(CmDrep::remote_comm_id, dreq.get(CmDreq::local_comm_id));
     return send(drep, destination, source, route);
@@ -527,7 +527,7 @@ std::optional<CmId> CmAgent::connect(const CmConnectParams& p, uint64_t now_ms) 
   c.route = p.route;
   c.request_tid = next_tid_++;
 
-  auto mad = new_mad(CmAttribute::kReq, c.request_tid);
+  auto mad = cm_send_mad(CmAttribute::kReq, c.request_tid);
   const Out<CmReq> req(mad.data());
   req.set(CmReq::local_comm_id, c.id);
   req.set(CmReq::service_id, p.service_id);
@@ -570,7 +570,7 @@ CmCallStatus CmAgent::accept(CmId id, const CmReplyParams& p, uint64_t now_ms) {
   Connection& c = it->second;
   c.local_qpn = p.qpn;
   c.state = State::kRepSent;
-  auto mad = new_mad(CmAttribute::kRep, c.request_tid);
+  auto mad = cm_send_mad(CmAttribute::kRep, c.request_tid);
   const Out<CmRep> rep(mad.data());
   rep.set(CmRep::local_comm_id, c.id);
   rep.set(CmRep::remote_comm_id, c.remote_id);
@@ -617,7 +617,7 @@ CmCallStatus CmAgent::establish(CmId id, std::span<const uint8_t> private_data) 
   if (it == connections_.end() || it->second.state != State::kRepReceived) return CmCallStatus::kInvalidState;
   if (private_data.size() > CmRtu::private_data.kSize) return CmCallStatus::kInvalidParameter;
   Connection& c = it->second;
-  auto rtu = new_mad(CmAttribute::kRtu, c.request_tid);
+  auto rtu = cm_send_mad(CmAttribute::kRtu, c.request_tid);
   Out<CmRtu>(rtu.data()).set(CmRtu::local_comm_id, c.id);
   Out<CmRtu>(rtu.data()).set(CmRtu::remote_comm_id, c.remote_id);
   copy_in(rtu, CmRtu::private_data, private_data);
@@ -703,18 +703,6 @@ CmId CmAgent::allocate_id() {
   return id;
 }
 
-std::array<uint8_t, kMadSize> CmAgent::new_mad(CmAttribute attribute, uint64_t tid) const {
-  std::array<uint8_t, kMadSize> mad{};
-  const Out<Mad> h(mad.data());
-  h.set(Mad::base_version, kMadBaseVersion);
-  h.set(Mad::management_class, kCmManagementClass);
-  h.set(Mad::class_version, kCmClassVersion);
-  h.set(Mad::method, MadMethod::kSend);
-  h.set(Mad::transaction_id, tid);
-  h.set(Mad::attribute_id, attribute);
-  return mad;
-}
-
 void CmAgent::send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote, CmRoute route) {
   ++counters_.tx_mads;
   env_->send_mad(mad, local, remote, route);
@@ -733,7 +721,7 @@ void CmAgent::send_and_retransmit(Connection& c, const std::array<uint8_t, kMadS
 void CmAgent::send_rej(const Gid& local, const Gid& remote, CmRoute route, uint64_t tid, uint32_t our_id,
                        uint32_t peer_id, CmMessageAnswered answered, CmRejectReason reason,
                        std::span<const uint8_t> private_data) {
-  auto mad = new_mad(CmAttribute::kRej, tid);
+  auto mad = cm_send_mad(CmAttribute::kRej, tid);
   const Out<CmRej> rej(mad.data());
   rej.set(CmRej::local_comm_id, our_id);
   rej.set(CmRej::remote_comm_id, peer_id);
@@ -748,14 +736,14 @@ void CmAgent::send_rej(const Gid& local, const Gid& remote, CmRoute route, uint6
 }
 
 void CmAgent::send_drep(const Connection& c, uint64_t tid) {
-  auto drep = new_mad(CmAttribute::kDrep, tid);
+  auto drep = cm_send_mad(CmAttribute::kDrep, tid);
   Out<CmDrep>(drep.data()).set(CmDrep::local_comm_id, c.id);
   Out<CmDrep>(drep.data()).set(CmDrep::remote_comm_id, c.remote_id);
   send(c, drep);
 }
 
 void CmAgent::send_dreq(Connection& c, uint64_t now, bool retransmit) {
-  auto dreq = new_mad(CmAttribute::kDreq, next_tid_++);
+  auto dreq = cm_send_mad(CmAttribute::kDreq, next_tid_++);
   const Out<CmDreq> d(dreq.data());
   d.set(CmDreq::local_comm_id, c.id);
   d.set(CmDreq::remote_comm_id, c.remote_id);

@@ -225,7 +225,6 @@ class CmAgent {
   // the peer's ID is known (our REQ in flight), any peer ID matches.
   Connection* match(uint32_t our_id, uint32_t peer_id, const Gid& source);
   CmId allocate_id();
-  std::array<uint8_t, kMadSize> new_mad(CmAttribute attribute, uint64_t tid) const;
   void send(const std::array<uint8_t, kMadSize>& mad, const Gid& local, const Gid& remote, CmRoute route);
   void send(const Connection& c, const std::array<uint8_t, kMadSize>& mad) {
     send(mad, c.local_gid, c.remote_gid, c.route);

@@ -228,4 +228,18 @@ using CmView = HeaderView<Layout, const uint8_t>;
 template <class Layout>
 using CmMutView = HeaderView<Layout, uint8_t>;
 
+// A CM MAD to send (method Send): the common header filled (versions, class, transaction ID, attribute), the
+// message itself zero.
+inline std::array<uint8_t, kMadSize> cm_send_mad(CmAttribute attribute, uint64_t tid) noexcept {
+  std::array<uint8_t, kMadSize> mad{};
+  const CmMutView<Mad> h(mad.data());
+  h.set(Mad::base_version, kMadBaseVersion);
+  h.set(Mad::management_class, kCmManagementClass);
+  h.set(Mad::class_version, kCmClassVersion);
+  h.set(Mad::method, MadMethod::kSend);
+  h.set(Mad::transaction_id, tid);
+  h.set(Mad::attribute_id, attribute);
+  return mad;
+}
+
 }  // namespace uroce::proto

@@ -161,13 +161,7 @@ TEST_F(CmHostile, MadsFromAnotherRouteDoNotSteerAConnection) {
   // The client's REQ again (a duplicate while the server decides: an MRA for the client), a DREQ for no connection
   // (a DREP for the neighbour), and 256 bytes of anything (dropped).
   server.on_mad(req.bytes, kClientGid, kServerGid, kNeighbourRoute, now);
-  std::array<uint8_t, kMadSize> dreq{};
-  const CmMutView<Mad> h(dreq.data());
-  h.set(Mad::base_version, kMadBaseVersion);
-  h.set(Mad::management_class, kCmManagementClass);
-  h.set(Mad::class_version, kCmClassVersion);
-  h.set(Mad::method, MadMethod::kSend);
-  h.set(Mad::attribute_id, CmAttribute::kDreq);
+  std::array<uint8_t, kMadSize> dreq = cm_send_mad(CmAttribute::kDreq, 0);
   CmMutView<CmDreq>(dreq.data()).set(CmDreq::remote_comm_id, server_id + 1);
   server.on_mad(dreq, kClientGid, kServerGid, kNeighbourRoute, now);
   std::array<uint8_t, kMadSize> junk;
@@ -306,13 +300,7 @@ TEST_F(CmHostile, ARepNamingAnotherConnectionsPeerIdIsDropped) {
   ASSERT_TRUE(second);
   client_env.sent.clear();
   const uint64_t deadline = client.next_deadline_ms();
-  std::array<uint8_t, kMadSize> rep{};
-  const CmMutView<Mad> h(rep.data());
-  h.set(Mad::base_version, kMadBaseVersion);
-  h.set(Mad::management_class, kCmManagementClass);
-  h.set(Mad::class_version, kCmClassVersion);
-  h.set(Mad::method, MadMethod::kSend);
-  h.set(Mad::attribute_id, CmAttribute::kRep);
+  std::array<uint8_t, kMadSize> rep = cm_send_mad(CmAttribute::kRep, 0);
   const CmMutView<CmRep> r(rep.data());
   r.set(CmRep::local_comm_id, server_first);
   r.set(CmRep::remote_comm_id, *second);
