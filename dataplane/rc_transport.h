@@ -275,12 +275,12 @@ class RcTransport {
   // or bind executes on an engine; returns its first token. Release it with deregister_memory
   // (with the token it holds now).
   [[nodiscard]] Result<uint32_t> reserve_memory(MemoryKind kind, uint32_t pd);
-  // Makes `token` invalid at once for every engine, then waits until every running engine has finished the loop
-  // iteration it was in (a no-op command on each), so that no packet that resolved the token before it turned
-  // invalid is still copying into or out of the memory when this returns. Not from an engine's lcore (that
-  // engine cannot wait for itself: it is skipped). Zero-copy TX mbufs may still point into the memory (sent, not
-  // yet consumed by the NIC or the peer engine): until memory_in_flight() says they are gone, the slot is not
-  // reused and the caller must not release the memory (NdkDeregisterMr completes later: STATUS_PENDING).
+  // Makes `token` invalid at once for every engine, then, if it granted remote access, waits until every running
+  // engine has finished the loop iteration it was in (a no-op command on each), so that no packet that resolved the
+  // token before it turned invalid is still copying into or out of the memory when this returns. Not from an engine's
+  // lcore (that engine cannot wait for itself: it is skipped). Zero-copy TX mbufs may still point into the memory
+  // (sent, not yet consumed by the NIC or the peer engine): until memory_in_flight() says they are gone, the slot is
+  // not reused and the caller must not release the memory (NdkDeregisterMr completes later: STATUS_PENDING).
   [[nodiscard]] Status deregister_memory(uint32_t token);
   // After deregister_memory(token): true while zero-copy mbufs still point into the memory it covered. Any
   // thread; once false it stays false, and the consumers' reads of the memory happened before it turned false.
