@@ -91,13 +91,7 @@ TEST_F(CmHostile, NoRoomForAnotherConnectionIsARejectNotACrash) {
 TEST_F(CmHostile, MessagesForConnectionsWeDoNotHave) {
   const auto [client_id, server_id] = establish_connection();
   // A REP for no REQ: REJ "invalid communication ID" (12.6.8).
-  std::array<uint8_t, kMadSize> rep{};
-  CmMutView<Mad> h(rep.data());
-  h.set(Mad::base_version, 1);
-  h.set(Mad::management_class, kCmManagementClass);
-  h.set(Mad::class_version, 2);
-  h.set(Mad::method, MadMethod::kSend);
-  h.set(Mad::attribute_id, CmAttribute::kRep);
+  std::array<uint8_t, kMadSize> rep = cm_send_mad(CmAttribute::kRep, 0);
   CmMutView<CmRep>(rep.data()).set(CmRep::remote_comm_id, 0xDEAD);
   CmMutView<CmRep>(rep.data()).set(CmRep::local_comm_id, 0xBEEF);
   client.on_mad(rep, kServerGid, kClientGid, kServerRoute, now);
@@ -322,14 +316,9 @@ TEST_F(CmHostile, CommunicationIdsDoNotFollowEachOther) {
 }
 
 TEST_F(CmHostile, ClassPortInfoIsAnswered) {
-  std::array<uint8_t, kMadSize> get{};
+  std::array<uint8_t, kMadSize> get = cm_send_mad(CmAttribute::kClassPortInfo, 0x42);
   CmMutView<Mad> h(get.data());
-  h.set(Mad::base_version, 1);
-  h.set(Mad::management_class, kCmManagementClass);
-  h.set(Mad::class_version, 2);
   h.set(Mad::method, MadMethod::kGet);
-  h.set(Mad::transaction_id, 0x42);
-  h.set(Mad::attribute_id, CmAttribute::kClassPortInfo);
   server.on_mad(get, kClientGid, kServerGid, kClientRoute, now);
   SentMad answer = only_reply();
   EXPECT_EQ(answer.get(Mad::method), MadMethod::kGetResponse);
