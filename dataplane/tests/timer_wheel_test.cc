@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <vector>
 
 namespace uroce::dataplane {
@@ -113,6 +115,69 @@ TEST(TimerWheel, CallbacksMayRescheduleThemselvesAndCancelOthers) {
   EXPECT_LE(r.fired.size(), 1u);
   EXPECT_FALSE(victim.armed());
   EXPECT_FALSE(periodic.armed());
+}
+
+// Random schedules, cancels and advances (steps from under a tick to several rotations) against a model that
+// keeps each armed timer's expiry tick: every advance fires exactly the armed timers due by then. Run with a
+// wheel of 8 slots (one bitmap word, partly used) and of 256 (four words), so that the skip over empty slots
+// crosses word boundaries and the wheel's end.
+void check_against_model(uint32_t slots, uint32_t seed) {
+  Recorder r;
+  TestWheel wheel(kShift, slots, 0);
+  constexpr int kTimers = 64;
+  std::vector<int> ids(kTimers);
+  std::vector<std::unique_ptr<TestTimer>> timers;
+  std::vector<uint64_t> due_tick(kTimers, 0);  // 0: not armed
+  for (int i = 0; i < kTimers; ++i) {
+    ids[i] = i;
+    timers.push_back(std::make_unique<TestTimer>(record, &ids[i]));
+  }
+  std::mt19937 rng(seed);
+  uint64_t now = 0;
+  const uint64_t rotation = uint64_t{slots} << kShift;
+  for (int step = 0; step < 20000; ++step) {
+    const int t = static_cast<int>(rng() % kTimers);
+    switch (rng() % 4) {
+      case 0:
+      case 1: {  // schedule up to three rotations ahead
+        const uint64_t expiry = now + rng() % (3 * rotation);
+        wheel.schedule_at(*timers[t], expiry);
+        const uint64_t current_tick = now >> kShift;
+        due_tick[t] = std::max((expiry + (1u << kShift) - 1) >> kShift, current_tick + 1);
+        break;
+      }
+      case 2:
+        wheel.cancel(*timers[t]);
+        due_tick[t] = 0;
+        break;
+      default: {
+        const uint64_t kind = rng() % 8;
+        now += kind < 5 ? rng() % 24 : kind < 7 ? rng() % (2 * rotation) : 5 * rotation + rng() % rotation;
+        r.fired.clear();
+        const uint32_t fired = wheel.advance(now, r);
+        std::vector<int> expected;
+        for (int i = 0; i < kTimers; ++i) {
+          if (due_tick[i] != 0 && due_tick[i] <= (now >> kShift)) {
+            expected.push_back(i);
+            due_tick[i] = 0;
+          }
+        }
+        std::sort(r.fired.begin(), r.fired.end());
+        ASSERT_EQ(r.fired, expected) << "step " << step << ", slots " << slots;
+        ASSERT_EQ(fired, expected.size());
+      }
+    }
+    const auto armed =
+        static_cast<uint32_t>(std::count_if(due_tick.begin(), due_tick.end(), [](uint64_t d) { return d != 0; }));
+    ASSERT_EQ(wheel.armed_count(), armed);
+  }
+  for (auto& timer : timers) wheel.cancel(*timer);
+}
+
+TEST(TimerWheel, FiresExactlyWhatIsDueAcrossRandomSchedulesCancelsAndAbsences) {
+  check_against_model(8, 1);
+  check_against_model(256, 2);
+  check_against_model(4096, 3);
 }
 
 }  // namespace
