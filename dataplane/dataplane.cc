@@ -226,6 +226,7 @@ Result<proto::MacAddr> Dataplane::resolve(PortIndex port, const config::IpAddres
     Status s = engines_[0]->call([&](EngineContext& ctx) {
       mac = ctx.neighbors()->lookup(key);
       if (mac || !solicit) return;
+      ctx.neighbors()->await(key);  // the answer completes it; an unsolicited one finds no entry
       if (ip.is_v6) {
         (void)send_neighbor_solicitation(ctx, p, ip.bytes);
       } else {

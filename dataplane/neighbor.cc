@@ -189,29 +189,48 @@ std::size_t NeighborTable::home_slot(const NeighborKey& key) noexcept {
   return static_cast<std::size_t>(h % kCapacity);
 }
 
+NeighborTable::Entry* NeighborTable::find(const NeighborKey& key, Entry** free_slot) noexcept {
+  const std::size_t home = home_slot(key);
+  *free_slot = nullptr;
+  for (std::size_t i = 0; i < kProbeLimit; ++i) {
+    Entry& e = entries_[(home + i) % kCapacity];
+    if (e.used && e.key == key) return &e;
+    if (!e.used && *free_slot == nullptr) *free_slot = &e;
+  }
+  if (*free_slot == nullptr) *free_slot = &entries_[home];
+  return nullptr;
+}
+
 std::optional<proto::MacAddr> NeighborTable::lookup(const NeighborKey& key) const noexcept {
   const std::size_t home = home_slot(key);
   for (std::size_t i = 0; i < kProbeLimit; ++i) {
     const Entry& e = entries_[(home + i) % kCapacity];
-    if (e.used && e.key == key) return e.mac;
+    if (e.used && e.key == key) return e.complete ? std::optional(e.mac) : std::nullopt;
   }
   return std::nullopt;
 }
 
-void NeighborTable::learn(const NeighborKey& key, proto::MacAddr mac, bool create) noexcept {
-  const std::size_t home = home_slot(key);
+void NeighborTable::await(const NeighborKey& key) noexcept {
   Entry* free_slot = nullptr;
-  for (std::size_t i = 0; i < kProbeLimit; ++i) {
-    Entry& e = entries_[(home + i) % kCapacity];
-    if (e.used && e.key == key) {
-      e.mac = mac;
-      return;
-    }
-    if (!e.used && free_slot == nullptr) free_slot = &e;
+  if (find(key, &free_slot) == nullptr) *free_slot = Entry{true, false, key, {}};
+}
+
+void NeighborTable::learn(const NeighborKey& key, proto::MacAddr mac, bool create) noexcept {
+  Entry* free_slot = nullptr;
+  if (Entry* e = find(key, &free_slot)) {
+    e->mac = mac;
+    e->complete = true;
+  } else if (create) {
+    *free_slot = Entry{true, true, key, mac};
   }
-  if (!create) return;
-  Entry& slot = free_slot != nullptr ? *free_slot : entries_[home];
-  slot = Entry{true, key, mac};
+}
+
+void NeighborTable::advertise(const NeighborKey& key, proto::MacAddr mac, bool override) noexcept {
+  Entry* free_slot = nullptr;
+  Entry* const e = find(key, &free_slot);
+  if (e == nullptr || (e->complete && !override)) return;
+  e->mac = mac;
+  e->complete = true;
 }
 
 uint16_t icmpv6_checksum(const uint8_t* ipv6_header, const uint8_t* icmp, std::size_t length) noexcept {
@@ -245,9 +264,11 @@ void handle_arp(EngineContext& ctx, NeighborTable& table, const Port& port, rte_
   rte_pktmbuf_free(m);  // everything needed is copied out
 
   const bool for_us = port.owns(target_ip);
-  // RFC 826 "merge": refresh a known sender; add it if the packet is addressed to us (a request for our
-  // address, or the reply to our request). Sender 0.0.0.0 is an address probe (RFC 5227): nothing to learn.
-  if (sender_ip.value() != 0) table.learn(neighbor_key(port.index, sender_ip), sender_mac, for_us);
+  // RFC 826 "merge": refresh a known sender (or complete the entry resolve() awaits); add it if it asks for our
+  // address. A reply adds nothing: one nobody asked for would only fill the table. Sender 0.0.0.0 is an address
+  // probe (RFC 5227): nothing to learn.
+  if (sender_ip.value() != 0)
+    table.learn(neighbor_key(port.index, sender_ip), sender_mac, for_us && operation == kArpRequest);
   if (operation == kArpReply) {
     c.arp_replies_received.add();
   } else if (operation == kArpRequest && for_us) {
@@ -285,11 +306,12 @@ void handle_icmpv6(EngineContext& ctx, NeighborTable& table, const Port& port, r
   if (is_multicast(target) ||
       !find_link_address(icmp + NeighborMessage::kSize, length - NeighborMessage::kSize, option_type, link_address))
     return drop(c.rx_neighbor_malformed);
+  const bool override = (msg.get(NeighborMessage::flags) & kNaOverride) != 0;  // an advertisement's O flag
   rte_pktmbuf_free(m);
 
   if (type == kNeighborAdvertisement) {
     c.nd_advertisements_received.add();
-    if (link_address) table.learn(neighbor_key(port.index, target), *link_address, true);
+    if (link_address) table.advertise(neighbor_key(port.index, target), *link_address, override);
     return;
   }
   if (!port.owns(target)) return;

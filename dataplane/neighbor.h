@@ -6,8 +6,12 @@
 // Neighbour traffic is a few packets per peer, so funnelling it through one engine costs nothing.
 //
 // Engine 0 answers ARP requests and Neighbor Solicitations for its addresses (real kernels such as rxe will
-// not send to us otherwise), learns senders that address us and every reply, and sends requests and
-// solicitations for resolve().
+// not send to us otherwise), learns the senders of requests and solicitations that address us, and sends
+// requests and solicitations for resolve(). A reply or advertisement only completes or refreshes an entry that
+// exists: resolve() creates an incomplete one before it asks (RFC 4861 §7.2.5: an advertisement for an unknown
+// target is discarded; Linux's arp_accept=0 does the same for ARP replies). So a neighbour cannot fill the table
+// with unsolicited replies, evicting the peers that resolve() found, and an advertisement without the Override
+// flag does not replace a known address (§7.2.5).
 #pragma once
 
 #include <array>
@@ -43,17 +47,28 @@ class NeighborTable {
   static constexpr std::size_t kCapacity = 1024;
   static constexpr std::size_t kProbeLimit = 16;
 
+  // The address of a complete entry.
   [[nodiscard]] std::optional<proto::MacAddr> lookup(const NeighborKey& key) const noexcept;
-  // Updates an existing entry; adds one only if `create`.
+  // Adds an incomplete entry for `key` unless there is one: a reply or advertisement may complete it. Called
+  // before asking for the address.
+  void await(const NeighborKey& key) noexcept;
+  // Sets an existing entry's address (completing it); adds an entry only if `create`.
   void learn(const NeighborKey& key, proto::MacAddr mac, bool create) noexcept;
+  // A Neighbor Advertisement (RFC 4861 §7.2.5): completes an incomplete entry; replaces a complete entry's address
+  // only with the Override flag; never creates one.
+  void advertise(const NeighborKey& key, proto::MacAddr mac, bool override) noexcept;
 
  private:
   struct Entry {
     bool used = false;
+    bool complete = false;
     NeighborKey key;
     proto::MacAddr mac;
   };
   [[nodiscard]] static std::size_t home_slot(const NeighborKey& key) noexcept;
+  // The entry for `key`, or nullptr; `free_slot` gets the first unused slot of its probe window (or its home slot,
+  // which a new entry replaces when the window is full).
+  [[nodiscard]] Entry* find(const NeighborKey& key, Entry** free_slot) noexcept;
   std::array<Entry, kCapacity> entries_{};
 };
 

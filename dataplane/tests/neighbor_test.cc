@@ -68,6 +68,87 @@ TEST_F(NeighborTest, ArpArrivingOnAnotherEngineIsRedirectedToEngineZero) {
   EXPECT_EQ(counter(0, "redirect_received"), 1u);
 }
 
+// Frames from a neighbour nobody asked: an ARP reply and a Neighbor Advertisement (Override set) for addresses
+// resolve() never asked about, addressed to port b. Neither may create an entry (RFC 4861 §7.2.5; arp_accept=0):
+// a stream of them with fresh addresses would otherwise evict the peers resolve() found.
+std::size_t unsolicited_arp_reply(std::span<uint8_t> out) {
+  const uint8_t frame[42] = {0x02, 0,    0,    0, 0, 0x0b, 0x02, 0x66, 0, 0,  0,
+                             0x66, 0x08, 0x06, 0, 1, 0x08, 0,    6,    4, 0,  2,  // Ethernet/IPv4, reply
+                             0x02, 0x66, 0,    0, 0, 0x66, 198,  18,   0, 77,     // sender: 198.18.0.77
+                             0x02, 0,    0,    0, 0, 0x0b, 198,  18,   0, 2};     // target: b
+  std::copy(std::begin(frame), std::end(frame), out.begin());
+  return sizeof(frame);
+}
+
+std::size_t unsolicited_advertisement(std::span<uint8_t> out, const Ipv6Bytes& to) {
+  constexpr std::size_t kIcmp = 32;  // NA (24) + target link-layer address option (8)
+  std::array<uint8_t, 14 + 40 + kIcmp> f{};
+  const uint8_t eth[14] = {0x33, 0x33, 0, 0, 0, 1, 0x02, 0x66, 0, 0, 0, 0x66, 0x86, 0xdd};
+  std::copy(std::begin(eth), std::end(eth), f.begin());
+  uint8_t* const ip = f.data() + 14;
+  ip[0] = 0x60;
+  ip[5] = kIcmp;
+  ip[6] = 58;   // ICMPv6
+  ip[7] = 255;  // hop limit
+  const Ipv6Bytes from = ipv6("fd00::77").bytes;
+  std::copy(from.begin(), from.end(), ip + 8);
+  std::copy(to.begin(), to.end(), ip + 24);
+  uint8_t* const icmp = ip + 40;
+  icmp[0] = 136;   // Neighbor Advertisement
+  icmp[4] = 0x20;  // Override, not Solicited
+  std::copy(from.begin(), from.end(), icmp + 8);
+  const uint8_t option[8] = {2, 1, 0x02, 0x66, 0, 0, 0, 0x66};  // target link-layer address
+  std::copy(std::begin(option), std::end(option), icmp + 24);
+  const uint16_t checksum = icmpv6_checksum(ip, icmp, kIcmp);
+  icmp[2] = static_cast<uint8_t>(checksum >> 8);
+  icmp[3] = static_cast<uint8_t>(checksum);
+  std::copy(f.begin(), f.end(), out.begin());
+  return f.size();
+}
+
+TEST_F(NeighborTest, UnsolicitedRepliesAndAdvertisementsCreateNoEntry) {
+  Dataplane& dp = start(loopback_config());
+  const Ipv6Bytes b_address = ipv6("fd00::2").bytes;
+  FrameGenerator unsolicited(kPortA, 2, [&](uint64_t i, std::span<uint8_t> out) -> std::size_t {
+    return i == 0 ? unsolicited_arp_reply(out) : unsolicited_advertisement(out, b_address);
+  });
+  run_generator(dp.engine(0), unsolicited);
+  ASSERT_TRUE(eventually([&] { return counter(0, "nd_advertisements_received") == 1; }));
+  ASSERT_TRUE(eventually([&] { return counter(0, "arp_replies_received") == 1; }));
+  EXPECT_EQ(counter(0, "rx_neighbor_malformed"), 0u) << "the forged frames must be well-formed to test anything";
+  std::optional<proto::MacAddr> v4;
+  std::optional<proto::MacAddr> v6;
+  ASSERT_TRUE(dp.engine(0)
+                  .call([&](EngineContext& ctx) {
+                    v4 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv4(198, 18, 0, 77)));
+                    v6 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv6("fd00::77")));
+                  })
+                  .ok());
+  EXPECT_FALSE(v4) << "an ARP reply nobody asked for created an entry";
+  EXPECT_FALSE(v6) << "a Neighbor Advertisement nobody asked for created an entry";
+  // Resolving still works: the reply to our own request completes the entry resolve() made.
+  auto mac = dp.resolve(kPortA, ipv6("fd00::2"), 10s);
+  ASSERT_TRUE(mac.ok()) << mac.error();
+  EXPECT_EQ(*mac, dp.port(kPortB).mac);
+}
+
+TEST(NeighborTable, AdvertisementsCompleteAwaitedEntriesAndReplaceOnlyWithOverride) {
+  NeighborTable table;
+  const auto key = neighbor_key(0, ipv6("fd00::5").bytes);
+  table.advertise(key, proto::MacAddr{0x1}, true);
+  EXPECT_FALSE(table.lookup(key)) << "no entry: the advertisement is discarded";
+  table.await(key);
+  EXPECT_FALSE(table.lookup(key)) << "an incomplete entry has no address";
+  table.advertise(key, proto::MacAddr{0x1}, false);
+  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x1});
+  table.advertise(key, proto::MacAddr{0x2}, false);
+  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x1}) << "without Override a known address stays";
+  table.advertise(key, proto::MacAddr{0x2}, true);
+  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x2});
+  table.await(key);
+  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x2}) << "awaiting a known address keeps it";
+}
+
 TEST(NeighborTable, LearnsUpdatesAndOnlyCreatesWhenAsked) {
   NeighborTable table;
   const auto key = neighbor_key(1, proto::Ipv4Addr{0xC6120002});
