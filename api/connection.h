@@ -19,7 +19,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -29,6 +28,7 @@
 #include "api/provider.h"
 #include "dataplane/gsi_channel.h"
 #include "proto/cm_agent.h"
+#include "proto/entropy.h"
 #include "proto/rdma_cm.h"
 
 namespace uroce::ndk::detail {
@@ -93,12 +93,12 @@ class ConnectionManager final : public proto::CmEnv {
   // CM thread only. A passive side whose REP is out: once `qp` has taken a request from the peer, the connection
   // counts as established even if the RTU never comes (the agent's notify_established).
   void await_first_request(proto::CmId id, const dataplane::RcQueuePair* qp) { awaiting_first_request_[id] = qp; }
-  [[nodiscard]] proto::Psn random_psn() { return proto::Psn{static_cast<uint32_t>(random_())}; }
+  [[nodiscard]] static proto::Psn random_psn() { return proto::Psn{proto::random_u32()}; }
 
   // proto::CmEnv (CM thread)
   void send_mad(std::span<const uint8_t, proto::kMadSize> mad, const proto::Gid& local_gid,
                 const proto::Gid& remote_gid, proto::CmRoute route) override;
-  uint32_t random32() override { return static_cast<uint32_t>(random_()); }
+  uint32_t random32() override { return proto::random_u32(); }
 
   [[nodiscard]] Stack& stack() noexcept { return stack_; }
 
@@ -131,7 +131,6 @@ class ConnectionManager final : public proto::CmEnv {
   // CM thread only.
   std::unordered_map<proto::CmId, ConnectorImpl*> connectors_;
   std::unordered_map<proto::CmId, const dataplane::RcQueuePair*> awaiting_first_request_;
-  std::mt19937_64 random_;
   uint64_t mads_unsent_ = 0;   // the GSI ring was full
   uint64_t over_backlog_ = 0;  // REQs refused: their listener's backlog was full
 

@@ -33,7 +33,7 @@ bool endpoints_overlap(const SocketEndpoint& a, const SocketEndpoint& b) {
 
 // ------------------------------------------------------------------------------------------- the manager
 
-ConnectionManager::ConnectionManager(Stack& stack) : stack_(stack), random_(std::random_device{}()) {}
+ConnectionManager::ConnectionManager(Stack& stack) : stack_(stack) {}
 
 std::unique_ptr<ConnectionManager> ConnectionManager::start(Stack& stack, std::string& error) {
   std::unique_ptr<ConnectionManager> cm(new ConnectionManager(stack));
@@ -219,7 +219,7 @@ NTSTATUS ConnectionManager::bind(SocketEndpoint& endpoint, const void* owner, Li
                        [&](const Binding& b) { return endpoints_overlap(b.endpoint, e); });
   };
   if (endpoint.port == 0) {
-    const auto start = static_cast<uint32_t>(random_() % kEphemeralCount);
+    const uint32_t start = proto::random_u32() % kEphemeralCount;
     for (uint32_t i = 0; i < kEphemeralCount; ++i) {
       SocketEndpoint candidate = endpoint;
       candidate.port = static_cast<uint16_t>(kEphemeralFirst + (start + i) % kEphemeralCount);

@@ -177,7 +177,7 @@ void ConnectorImpl::send_request() {
   p.qpn = proto::Qpn{qp_->UroceGetQpNumber()};
   // A REQ's starting PSN is the one the requester expects to receive first; the REP's, the one it sends first
   // (Linux cm.c: the active side's sq_psn is the REP's starting PSN, the passive side's the REQ's).
-  receive_psn_ = cm_.random_psn();
+  receive_psn_ = ConnectionManager::random_psn();
   p.starting_psn = receive_psn_;
   p.responder_resources = static_cast<uint8_t>(inbound_read_limit_);
   p.initiator_depth = static_cast<uint8_t>(outbound_read_limit_);
@@ -256,7 +256,7 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
   const NdkAdapterInfo& info = adapter_.info();
   inbound_read_limit_ = std::min({inbound_read_limit, info.MaxInboundReadLimit, peer_outbound_read_limit_});
   outbound_read_limit_ = std::min({outbound_read_limit, info.MaxOutboundReadLimit, peer_inbound_read_limit_});
-  receive_psn_ = proto::Psn{static_cast<uint32_t>(std::random_device{}())};
+  receive_psn_ = ConnectionManager::random_psn();
   disconnect_event_ = disconnect_event;
   disconnect_event_context_ = disconnect_event_context;
   state_ = State::kAccepting;

@@ -12,6 +12,8 @@
 
 #include <arpa/inet.h>
 
+#include "proto/entropy.h"
+
 namespace uroce::dataplane {
 
 namespace {
@@ -20,9 +22,8 @@ constexpr uint32_t kMemorySlots = 1u << 16;
 
 }  // namespace
 
-RcTransport::RcTransport(Dataplane& dataplane)
-    : dataplane_(dataplane), memory_(kMemorySlots), random_(std::random_device{}()) {
-  key_generation_ = static_cast<uint8_t>(random_());
+RcTransport::RcTransport(Dataplane& dataplane) : dataplane_(dataplane), memory_(kMemorySlots) {
+  key_generation_ = static_cast<uint8_t>(proto::random_u32());
 }
 
 Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
@@ -37,7 +38,8 @@ Result<std::unique_ptr<RcTransport>> RcTransport::start(Dataplane& dataplane) {
     space.in_use[0] = true;              // slot 0 serves no QP (it holds QPN 0 on engine 0)
     if (e == 0) space.in_use[1] = true;  // QPN 1 is the GSI QP (connection management)
     space.next_generation.resize(max_qps);
-    for (uint32_t& g : space.next_generation) g = static_cast<uint32_t>(t->random_() % generations);
+    proto::random_bytes(space.next_generation.data(), space.next_generation.size() * sizeof(uint32_t));
+    for (uint32_t& g : space.next_generation) g %= generations;
     const Status s = dataplane.engine(e).add_poller(
         Poller{.poll = &EngineTransport::poll, .self = t->engines_.back().get(), .after_others = true});
     if (!s.ok()) return Status::error("RC transport on engine " + std::to_string(e) + ": " + s.message());
@@ -75,7 +77,7 @@ Result<RcQueuePair*> RcTransport::create_qp(EngineId engine, const RcQueuePairSe
   // The first free slot from a random one on (so the QPN is not predictable), wrapping around, whose next number
   // is not in time-wait; if every free slot's is, the first free slot's (the number that slot used longest ago).
   const auto slots = static_cast<uint32_t>(space.in_use.size());
-  const uint32_t start = random_() % slots;
+  const uint32_t start = proto::random_u32() % slots;
   std::optional<uint32_t> slot;
   std::optional<uint32_t> first_free;
   for (uint32_t i = 0; i < slots && !slot; ++i) {

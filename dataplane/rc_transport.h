@@ -23,7 +23,6 @@
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <random>
 #include <unordered_set>
 #include <vector>
 
@@ -356,10 +355,9 @@ class RcTransport {
   std::vector<uint32_t> draining_memory_tokens_;  // deregistered, zero-copy mbufs still in flight: not yet free
   void reclaim_drained_locked();
   uint32_t next_memory_slot_ = 1;
-  // Identifiers an off-path attacker cannot guess from the last run: QPNs take a random free slot and start each
-  // slot's generations at a random one, and key
-  // bytes start at a random value per transport (NICs vary their key bytes the same way). Under mutex_.
-  std::mt19937 random_;
+  // Identifiers an off-path attacker cannot guess (proto/entropy.h): QPNs take a random free slot and start each
+  // slot's generations at a random one, and key bytes start at a random value per transport (NICs vary their key
+  // bytes the same way). Under mutex_.
   uint8_t key_generation_ = 0;
   std::mutex mutex_;
 };
