@@ -240,6 +240,9 @@ Status PortSet::open_one(Port& port, const config::PortConfig& pc, std::span<rte
     conf.rx_adv_conf.rss_conf.rss_hf = udp_hash;
   }
   if (info.tx_offload_capa & RTE_ETH_TX_OFFLOAD_MULTI_SEGS) conf.txmode.offloads |= RTE_ETH_TX_OFFLOAD_MULTI_SEGS;
+  // The NIC checks received IPv4 header checksums and says so in each mbuf; the engine then skips its own sum
+  // (EngineContext::dispatch). Vdevs (ring, memif, af_packet) have no such offload and report nothing.
+  if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
   if (const int rc = rte_eth_dev_configure(id, queues, queues, &conf); rc != 0)
     return Status::error(label + ": rte_eth_dev_configure: " + errno_text(rc));
   uint16_t rx_descriptors = pc.rx_descriptors;

@@ -88,6 +88,7 @@ bool FrameGenerator::poll(void* self, EngineContext& ctx) {
     if (m == nullptr) break;  // backpressure: try again next iteration
     const std::size_t length =
         g.make_frame_(g.next_, std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), rte_pktmbuf_tailroom(m)));
+    if (g.rx_flags) m->ol_flags |= g.rx_flags(g.next_);
     ++g.next_;
     if (length == 0 || rte_pktmbuf_append(m, static_cast<uint16_t>(length)) == nullptr) {
       rte_pktmbuf_free(m);

@@ -49,6 +49,9 @@ class FrameGenerator {
   [[nodiscard]] Poller poller() { return Poller{&FrameGenerator::poll, this}; }
   [[nodiscard]] uint64_t sent() const { return sent_.load(std::memory_order_acquire); }
   [[nodiscard]] bool done() const { return sent() == count_; }
+  // mbuf offload flags for frame `index`, as a receiving NIC would set them (RTE_MBUF_F_RX_*): the ring link hands
+  // the sender's mbuf to the receiver as it is. Set before the generator runs.
+  std::function<uint64_t(uint64_t index)> rx_flags;
 
  private:
   static bool poll(void* self, EngineContext& ctx);

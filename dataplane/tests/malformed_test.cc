@@ -3,6 +3,8 @@
 
 #include <random>
 
+#include <rte_mbuf.h>
+
 #include "loopback_fixture.h"
 
 namespace uroce::dataplane::testing {
@@ -60,6 +62,47 @@ TEST_F(MalformedTest, EachReasonIsCountedAndNothingBadIsDelivered) {
   EXPECT_EQ(counter(0, "rx_drop_truncated_ethernet"), 1u);
   EXPECT_EQ(counter(0, "rx_not_for_us"), 1u);
   EXPECT_EQ(counter(0, "rx_delivered"), 1u);
+}
+
+// A NIC's IPv4 checksum verdict (RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) stands for the software sum: a frame it found
+// good is not summed again (so a checksum damaged after it looked goes through: the field is outside the ICRC),
+// one it found bad is dropped however its bytes look, and without a verdict the engine sums itself.
+TEST_F(MalformedTest, TheNicsIpChecksumVerdictReplacesTheSoftwareSum) {
+  Dataplane& dp = start(loopback_config());
+  RecordingEndpoint endpoint;
+  const proto::Qpn qpn = make_qpn(0, 5);
+  ASSERT_TRUE(dp.engine(0).register_qp(qpn, endpoint.endpoint()).ok());
+  struct Case {
+    bool checksum_right;
+    uint64_t flags;
+  };
+  const std::vector<Case> cases = {
+      {false, RTE_MBUF_F_RX_IP_CKSUM_GOOD},    // PSN 1, delivered: the NIC vouched
+      {true, RTE_MBUF_F_RX_IP_CKSUM_BAD},      // PSN 2, dropped: the NIC refused it
+      {false, 0},                              // PSN 3, dropped: no verdict, the software sum
+      {true, RTE_MBUF_F_RX_IP_CKSUM_UNKNOWN},  // PSN 4, delivered
+  };
+  std::vector<std::vector<uint8_t>> frames;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const uint8_t payload[16] = {7};
+    std::vector<uint8_t> frame(256);
+    frame.resize(proto::build_packet(
+        roce_spec(dp, kPortA, kPortB, qpn, Opcode::kRcSendOnly, static_cast<uint32_t>(i + 1), payload), frame));
+    ASSERT_FALSE(frame.empty());
+    if (!cases[i].checksum_right) frame[14 + 10] ^= 0x01;  // the IPv4 header checksum
+    frames.push_back(frame);
+  }
+  FrameGenerator traffic(kPortA, cases.size(), [&](uint64_t i, std::span<uint8_t> out) {
+    std::copy(frames[i].begin(), frames[i].end(), out.begin());
+    return frames[i].size();
+  });
+  traffic.rx_flags = [&](uint64_t i) { return cases[i].flags; };
+  run_generator(dp.engine(0), traffic);
+  ASSERT_TRUE(eventually([&] { return counter(0, "rx_packets") == cases.size(); }));
+  EXPECT_EQ(counter(0, "rx_drop_bad_ip_checksum"), 2u);
+  std::vector<uint32_t> delivered;
+  for (const auto& packet : endpoint.packets()) delivered.push_back(packet.psn);
+  EXPECT_EQ(delivered, (std::vector<uint32_t>{1, 4}));
 }
 
 // Damaged frames for our MAC: the engine takes every one, delivers only what still parses with a good ICRC
