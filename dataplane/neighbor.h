@@ -9,9 +9,11 @@
 // not send to us otherwise), learns the senders of requests and solicitations that address us, and sends
 // requests and solicitations for resolve(). A reply or advertisement only completes or refreshes an entry that
 // exists: resolve() creates an incomplete one before it asks (RFC 4861 §7.2.5: an advertisement for an unknown
-// target is discarded; Linux's arp_accept=0 does the same for ARP replies). So a neighbour cannot fill the table
-// with unsolicited replies, evicting the peers that resolve() found, and an advertisement without the Override
-// flag does not replace a known address (§7.2.5).
+// target is discarded; Linux's arp_accept=0 does the same for ARP replies). So unsolicited replies cannot fill the
+// table and evict the peers that resolve() found, and an advertisement without the Override flag does not replace
+// a known address (§7.2.5). Requests and solicitations for our address still add their sender, as RFC 826 and
+// RFC 4861 §7.2.3 say (and Linux does); a full probe window replaces its oldest entry, and an established QP keeps
+// the MAC it connected with.
 #pragma once
 
 #include <array>
