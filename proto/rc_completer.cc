@@ -35,6 +35,16 @@ void RcQp::keep_send_cursor_ahead() noexcept {
   }
 }
 
+// Forward progress gives the oldest outstanding message the full retry budgets again: retry_count bounds the retries
+// without progress, and rnr_retry the RNR NAKs one message meets, not those of the connection's whole life (IBTA
+// 9.7.5.2.8; rxe's reset_retry_counters()). Without the second, a finite rnr_retry let a receiver that was short
+// of receive buffers rnr_retry times, at any moments over hours, fail the connection at the next one.
+void RcQp::reset_retry_counters() noexcept {
+  retries_left_ = attrs_.retry_count;
+  rnr_retries_left_ = attrs_.rnr_retry;
+  retry_pending_ = false;
+}
+
 // Everything up to and including `psn` is acknowledged: retire the WQEs it covers.
 // A READ or atomic it covers whose response never came means that response was
 // lost (rocev2.md §4.5: implied NAK): stop there so the caller can go back to it.
@@ -73,8 +83,7 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
   }
   keep_send_cursor_ahead();
   if (progressed) {
-    retries_left_ = attrs_.retry_count;  // forward progress resets the retry budget
-    retry_pending_ = false;
+    reset_retry_counters();
     restart_timer();
   }
   return result;
@@ -167,8 +176,7 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
   }
   copy_sges<true>(w.sge.data(), w.num_sge, pr.paged_sges, offset, p.payload().data(), p.payload_length);
   set_unacked(psn + 1);
-  retries_left_ = attrs_.retry_count;
-  retry_pending_ = false;
+  reset_retry_counters();
   if (ends) {
     if (sq_next_ == sq_oldest_) {  // the READ was being re-requested and is now whole
       ++sq_next_;
@@ -204,8 +212,7 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
     ++sq_next_;
     next_psn_ = psn + 1;
   }
-  retries_left_ = attrs_.retry_count;
-  retry_pending_ = false;
+  reset_retry_counters();
   complete_wqe(sq_oldest_++, CompletionStatus::kSuccess);
   retire_local_operations();
   keep_send_cursor_ahead();

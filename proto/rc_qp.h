@@ -193,6 +193,7 @@ class RcQp {
   void on_congestion_notification() noexcept;
   void go_back_n() noexcept;
   void retry_or_fail(CompletionStatus exhausted) noexcept;
+  void reset_retry_counters() noexcept;
   void on_lost_response() noexcept;
   void restart_timer() noexcept;
   void set_unacked(Psn psn) noexcept;
