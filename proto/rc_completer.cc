@@ -174,6 +174,10 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     enter_error(CompletionStatus::kBadResponse);
     return;
   }
+  if (!sges_writable(w.sge.data(), w.num_sge, offset, length)) [[unlikely]] {
+    enter_error(CompletionStatus::kLocalProtectionError);
+    return;
+  }
   copy_sges<true>(w.sge.data(), w.num_sge, pr.paged_sges, offset, p.payload().data(), p.payload_length);
   set_unacked(psn + 1);
   reset_retry_counters();
@@ -206,6 +210,10 @@ void RcQp::on_atomic_ack(const ParsedPacket& p) noexcept {
   uint8_t original[8];
   const uint64_t value = p.ext<AtomicAckEth>(ExtHeader::kAtomicAckEth).get(AtomicAckEth::original_data);
   std::memcpy(original, &value, sizeof original);  // host order in local memory, as verbs returns it
+  if (!sges_writable(w.sge.data(), w.num_sge, 0, sizeof original)) [[unlikely]] {
+    enter_error(CompletionStatus::kLocalProtectionError);
+    return;
+  }
   copy_sges<true>(w.sge.data(), w.num_sge, progress(sq_oldest_).paged_sges, 0, original, sizeof original);
   set_unacked(psn + 1);
   if (sq_next_ == sq_oldest_) {

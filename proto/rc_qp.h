@@ -212,6 +212,12 @@ class RcQp {
   // resolve_local(), and whether the SGE's bytes are elsewhere than its address (paged memory). False: the
   // L_Key does not grant `access` over the SGE.
   bool check_local_sge(const Sge& s, uint32_t access, bool& paged) noexcept;
+  // Whether every SGE that bytes [offset, offset + length) of the list land in still grants local write. Bytes a
+  // peer sends us (READ responses, atomic ACKs, a SEND's later packets) check the L_Keys again per packet: the
+  // peer chooses when they come, and the application may have invalidated or deregistered the memory since the
+  // work request started checked it. Hardware fails such a request with a local protection error; without the
+  // check the bytes went to memory the application had taken back.
+  bool sges_writable(const Sge* sge, unsigned count, uint32_t offset, std::size_t length) noexcept;
 
   // --- responder (rc_responder.cc) ---
   enum class Message : uint8_t { kNone, kSend, kWrite };
@@ -408,6 +414,21 @@ inline bool RcQp::check_local_sge(const Sge& s, uint32_t access, bool& paged) no
     return true;
   paged = true;  // nullptr, or paged memory that translated
   return memory != nullptr || env_->grants_paged(s.lkey.value(), s.addr, s.length, access, true);
+}
+
+inline bool RcQp::sges_writable(const Sge* sge, unsigned count, uint32_t offset, std::size_t length) noexcept {
+  for (unsigned i = 0; i < count && length > 0; ++i) {
+    const Sge& s = sge[i];
+    if (offset >= s.length) {
+      offset -= s.length;
+      continue;
+    }
+    bool paged = false;
+    if (!check_local_sge(s, kAccessLocalWrite, paged)) return false;
+    length -= std::min<std::size_t>(s.length - offset, length);
+    offset = 0;
+  }
+  return true;
 }
 
 }  // namespace uroce::proto

@@ -170,13 +170,19 @@ bool RcQp::receive_send(const ParsedPacket& p) noexcept {
   const OpcodeInfo& info = *p.info;
   const Psn psn = p.bth().get(Bth::psn);
   if (is_first_or_only(info)) {
-    if (!take_receive_wqe(psn)) return false;
+    if (!take_receive_wqe(psn)) return false;  // checks the receive WQE's L_Keys
     in_message_ = Message::kSend;
     ++counters_.rx_send_requests;
   }
   if (recv_offset_ + p.payload_length > recv_capacity_) {
     ++counters_.resp_local_length_error;
     responder_fail(psn, NakCode::kInvalidRequest, CompletionStatus::kLocalLengthError);
+    return false;
+  }
+  if (!is_first_or_only(info) && !sges_writable(recv_.sge.data(), recv_.num_sge, recv_offset_, p.payload_length))
+      [[unlikely]] {
+    // As a bad L_Key when the WQE was taken: the peer sees a Remote Operational Error (rocev2.md §5).
+    responder_fail(psn, NakCode::kRemoteOperationalError, CompletionStatus::kLocalProtectionError);
     return false;
   }
   copy_sges<true>(recv_.sge.data(), recv_.num_sge, recv_paged_sges_, recv_offset_, p.payload().data(),
