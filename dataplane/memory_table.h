@@ -89,6 +89,7 @@ class MemoryTable {
   explicit MemoryTable(uint32_t capacity)
       : slots_(std::make_unique<Slot[]>(capacity)),
         tx_pins_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
+        engine_read_(std::make_unique<std::atomic<bool>[]>(capacity)),
         page_maps_(std::make_unique<std::unique_ptr<PageMap>[]>(capacity)),
         capacity_(capacity) {}
 
@@ -201,6 +202,16 @@ class MemoryTable {
     if (i >= capacity_) return 0;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return tx_pins_[i].load(std::memory_order_acquire);
+  }  // Control path, after erase(): whether an engine may still hold a pointer into the slot `token` named, resolved
+  // before the erase (so a deregistration must wait for the engines to finish their loop iteration). False only for
+  // a slot no engine has ever read. The fence orders the erase before this load, against note_engine_read()'s
+  // store-then-fence-then-read: of an engine reading the slot and a deregistration erasing it, at least one sees
+  // the other (the engine a freed slot, or the deregistration the flag).
+  [[nodiscard]] bool engine_may_hold(uint32_t token) const noexcept {
+    const uint32_t i = index_of(token);
+    if (i >= capacity_) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return engine_read_[i].load(std::memory_order_relaxed);
   }
 
   // --- datapath readers (engines) ---
@@ -210,6 +221,7 @@ class MemoryTable {
   // callers skip them.
   [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                                  bool local = false) const noexcept {
+    note_engine_read(index_of(token));
     MemoryRegion r;
     uint32_t sequence;
     if (!read_index(index_of(token), r, sequence)) return nullptr;
@@ -240,6 +252,7 @@ class MemoryTable {
   // paged region that resolve() gave no pointer for.
   [[nodiscard]] bool grants(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                             bool local) const noexcept {
+    note_engine_read(index_of(token));
     MemoryRegion r;
     uint32_t sequence;
     return read_index(index_of(token), r, sequence) && permits(r, token, addr, length, access, who, local);
@@ -249,6 +262,7 @@ class MemoryTable {
   // nothing was copied.
   bool copy(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, Requester who, bool local,
             bool into_region) const noexcept {
+    note_engine_read(index_of(token));
     MemoryRegion r;
     uint32_t sequence;
     if (!read_index(index_of(token), r, sequence) || !permits(r, token, addr, length, access, who, local)) return false;
@@ -289,6 +303,7 @@ class MemoryTable {
                                                 uint32_t length, uint32_t access, Requester who,
                                                 bool local) const noexcept {
     cache.index = i;
+    note_engine_read(i);
     if (!read_index(i, cache.region, cache.sequence)) {
       cache.sequence = 1;
       return nullptr;
@@ -324,6 +339,18 @@ class MemoryTable {
     for (uint64_t i = first + 1; i <= last; ++i)
       if (r.pages[i].load(std::memory_order_relaxed) != page + (i - first) * kRegionPageSize) return nullptr;
     return reinterpret_cast<uint8_t*>(page + offset % kRegionPageSize);
+  }
+
+  // Engine readers, before they read slot `i`: an engine may from now on hold a pointer into the slot's memory
+  // (engine_may_hold()). Sticky: set once per slot, never cleared, so the store and its fence run once and the
+  // datapath's cost after that is a load of a line it reads anyway. The fence orders the store before the slot's
+  // read (a Dekker pair with engine_may_hold()). A flag already set was published by the fence of whoever set it.
+  void note_engine_read(uint32_t i) const noexcept {
+    if (i >= capacity_) return;
+    if (!engine_read_[i].load(std::memory_order_relaxed)) [[unlikely]] {
+      engine_read_[i].store(true, std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
   }
 
   // Copies slot `i` into `out` and returns true if the copy is consistent and the slot is in use; `sequence`
@@ -517,6 +544,7 @@ class MemoryTable {
 
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;       // [slot]: zero-copy TX mbufs pointing into it
+  std::unique_ptr<std::atomic<bool>[]> engine_read_;       // [slot]: an engine has read it (note_engine_read)
   std::unique_ptr<std::unique_ptr<PageMap>[]> page_maps_;  // [slot]: fast-register slots only, from first use
   uint32_t capacity_;
 };

@@ -4,6 +4,7 @@
 // every engine to finish the packet it was on).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <thread>
 
@@ -145,21 +146,49 @@ TEST(RcZeroCopy, DeregistrationWaitsForInFlightMbufs) {
 // The responder resolves a key and then copies: a packet that resolved it just before a deregistration may still
 // be placing bytes. deregister_memory() returns only after every engine has finished the loop iteration it was in
 // (a no-op command each), so the memory is the caller's once it returns.
-TEST(RcZeroCopy, DeregistrationWaitsForEveryEngineToFinishItsIteration) {
+TEST(RcZeroCopy, DeregistrationWaitsForEveryEngineToFinishItsIterationOnceAnEngineReadTheMemory) {
   RcWorld world(loopback_config());
   ASSERT_TRUE(world.ok()) << world.error();
   RcTransport& transport = world.transport();
   Dataplane& dp = world.dataplane();
   ASSERT_GE(dp.engine_count(), 1);
+  constexpr uint32_t kPd = 1;
   std::vector<uint8_t> memory(4096);
-  auto token = transport.register_memory(reinterpret_cast<uint64_t>(memory.data()), memory.size(),
-                                         proto::kAccessLocalWrite | proto::kAccessRemoteWrite, 1);
-  ASSERT_TRUE(token.ok());
-  std::vector<uint64_t> before;
-  for (EngineId e = 0; e < dp.engine_count(); ++e) before.push_back(dp.engine(e).counters().commands_executed.read());
-  ASSERT_TRUE(transport.deregister_memory(token.value()).ok());
-  for (EngineId e = 0; e < dp.engine_count(); ++e)
-    EXPECT_GT(dp.engine(e).counters().commands_executed.read(), before[e]) << "engine " << e;
+  const auto addr = reinterpret_cast<uint64_t>(memory.data());
+  const auto commands = [&] {
+    std::vector<uint64_t> n;
+    for (EngineId e = 0; e < dp.engine_count(); ++e) n.push_back(dp.engine(e).counters().commands_executed.read());
+    return n;
+  };
+  // Local-only memory (a READ sink, a receive buffer) as well as remote: the engines place peers' bytes in both.
+  const std::array<uint32_t, 2> kinds = {proto::kAccessLocalWrite,
+                                         proto::kAccessLocalWrite | proto::kAccessRemoteWrite};
+  // No engine has read them: nothing can be in progress, and the deregistrations ask no engine.
+  for (const uint32_t access : kinds) {
+    auto unused = transport.register_memory(addr, memory.size(), access, kPd);
+    ASSERT_TRUE(unused.ok());
+    const std::vector<uint64_t> before = commands();
+    ASSERT_TRUE(transport.deregister_memory(unused.value()).ok());
+    EXPECT_EQ(commands(), before) << "memory no engine read made the deregistration wait (access " << access << ")";
+  }
+  // An engine resolves them (as a packet being placed would): each deregistration waits for every engine. The flag
+  // stays with the slot (a later registration in it waits too).
+  for (const uint32_t access : kinds) {
+    auto used = transport.register_memory(addr, memory.size(), access, kPd);
+    ASSERT_TRUE(used.ok());
+    uint8_t* resolved = nullptr;
+    ASSERT_TRUE(dp.engine(0)
+                    .call([&](EngineContext&) {
+                      resolved = transport.memory().resolve(used.value(), addr, 64, proto::kAccessLocalWrite,
+                                                            Requester{kPd, 0}, true);
+                    })
+                    .ok());
+    ASSERT_EQ(resolved, memory.data());
+    const std::vector<uint64_t> before = commands();
+    ASSERT_TRUE(transport.deregister_memory(used.value()).ok());
+    const std::vector<uint64_t> after = commands();
+    for (EngineId e = 0; e < dp.engine_count(); ++e) EXPECT_GT(after[e], before[e]) << "engine " << e;
+  }
 }
 
 }  // namespace
