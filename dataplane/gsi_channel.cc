@@ -94,6 +94,12 @@ void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPa
     g.counters_.rx_bad_length.add();
     return;
   }
+  // The port's one P_Key is the default (full member, 0xFFFF): a MAD must carry a P_Key that matches it (IBTA
+  // C9-42, as every QP checks); the invalid P_Keys 0x0000 and 0x8000 never do.
+  if (!proto::pkey_matches(p.bth().get(proto::Bth::pkey), proto::kDefaultPKey)) {
+    g.counters_.rx_bad_pkey.add();
+    return;
+  }
   GsiDatagram d;
   d.port = port;
   d.local_gid = ip_destination_gid(p);
@@ -161,6 +167,7 @@ std::vector<std::pair<std::string, uint64_t>> GsiChannel::counter_values() const
   return {{"gsi_rx_mads", counters_.rx_mads.read()},
           {"gsi_rx_not_gsi", counters_.rx_not_gsi.read()},
           {"gsi_rx_bad_length", counters_.rx_bad_length.read()},
+          {"gsi_rx_bad_pkey", counters_.rx_bad_pkey.read()},
           {"gsi_rx_not_our_address", counters_.rx_not_our_address.read()},
           {"gsi_rx_ring_full", counters_.rx_ring_full.read()},
           {"gsi_tx_mads", counters_.tx_mads.read()},

@@ -35,6 +35,7 @@ struct GsiCounters {
   Counter rx_mads;             // delivered to the control side
   Counter rx_not_gsi;          // not UD SEND_ONLY from QP 1 with the GSI Q_Key
   Counter rx_bad_length;       // not exactly one MAD
+  Counter rx_bad_pkey;         // a BTH P_Key that does not match the port's (0xFFFF; IBTA C9-42), 0 and 0x8000 included
   Counter rx_not_our_address;  // sent to an address the port does not own
   Counter rx_ring_full;        // the control side is behind: dropped (the CM retransmits)
   Counter tx_mads;
