@@ -2,49 +2,20 @@
 // timing the peer chooses. What it answers must never cost the connection more than the rule it invokes allows.
 #include <gtest/gtest.h>
 
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
 namespace {
 
-using testing::Region;
-using testing::SimNetwork;
+using namespace testing;  // NOLINT(google-build-using-namespace): the simulation's helpers
 
 constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
-
-RcQpAttributes attrs() {
-  RcQpAttributes a;
-  a.path_mtu = 1024;
-  a.send_psn = Psn{0x100};
-  a.receive_psn = Psn{0xABC};
-  a.ack_timeout = 10;
-  return a;
-}
-
-SendWqe send_wqe(const Region& local, uint32_t length, uint64_t context) {
-  SendWqe w;
-  w.context = context;
-  w.op = WorkOp::kSend;
-  w.flags = kWqeSignaled;
-  w.num_sge = 1;
-  w.length = length;
-  w.sge[0] = {local.addr(), length, LocalToken{local.key}};
-  return w;
-}
-
-RecvWqe recv_wqe(const Region& r, uint32_t length, uint64_t context) {
-  RecvWqe w;
-  w.context = context;
-  w.num_sge = 1;
-  w.sge[0] = {r.addr(), length, LocalToken{r.key}};
-  return w;
-}
 
 // rnr_retry bounds the RNR NAKs one message meets, not those of the connection's whole life: each message that
 // completes gives the next the full count again (IBTA 9.7.5.2.8; rxe's reset_retry_counters). A receiver that was
 // briefly short of receive buffers twice must not make the third short moment fatal.
 TEST(CompleterRnr, EachMessageGetsTheFullRnrRetryCount) {
-  RcQpAttributes a = attrs();
+  RcQpAttributes a = sim_attrs();
   a.rnr_retry = 2;
   SimNetwork net(a);
   Region& src = net.a().add_region(100, kAll);
@@ -52,7 +23,7 @@ TEST(CompleterRnr, EachMessageGetsTheFullRnrRetryCount) {
   for (uint64_t message = 1; message <= 3; ++message) {
     SCOPED_TRACE(message);
     const uint64_t naks_before = net.a().qp.counters().rnr_nak_received;
-    ASSERT_TRUE(net.a().post_send(send_wqe(src, 100, message)));
+    ASSERT_TRUE(net.a().post_send(wqe(WorkOp::kSend, src, 100, message)));
     // No receive yet: B RNR-NAKs the SEND twice, which rnr_retry 2 allows.
     ASSERT_TRUE(net.run([&] { return net.a().qp.counters().rnr_nak_received == naks_before + 2; }));
     EXPECT_EQ(net.a().qp.state(), QpState::kReadyToSend);

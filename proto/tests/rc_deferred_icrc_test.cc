@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
 namespace {
@@ -19,15 +19,6 @@ constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemote
 
 void fill(Region& r, uint32_t seed) {
   for (std::size_t i = 0; i < r.bytes.size(); ++i) r.bytes[i] = static_cast<uint8_t>(i * 131 + seed * 7 + (i >> 8));
-}
-
-RcQpAttributes attrs(uint32_t mtu) {
-  RcQpAttributes a;
-  a.path_mtu = mtu;
-  a.send_psn = Psn{0x100};
-  a.receive_psn = Psn{0xABC};
-  a.ack_timeout = 10;
-  return a;
 }
 
 SendWqe write(const Region& src, std::size_t offset, uint32_t length, const Region& dst, uint64_t context) {
@@ -51,7 +42,7 @@ bool is_write(const std::vector<uint8_t>& f, Opcode op) {
 
 class DeferredIcrc : public ::testing::Test {
  protected:
-  DeferredIcrc() : net(attrs(1024)) {
+  DeferredIcrc() : net(testing::sim_attrs(1024)) {
     net.parse_options.defer_payload_icrc = true;
     fill(src, 1);
   }

@@ -8,63 +8,29 @@
 #include <algorithm>
 #include <vector>
 
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
 namespace {
 
-using testing::Region;
-using testing::SimEndpoint;
-using testing::SimNetwork;
-
-RcQpAttributes attrs() {
-  RcQpAttributes a;
-  a.path_mtu = 1024;
-  a.send_psn = Psn{0x200};
-  a.receive_psn = Psn{0x900};
-  a.ack_timeout = 10;
-  return a;
-}
-
-ParsedPacket parsed(const std::vector<uint8_t>& frame) {
-  const ParseResult r = parse_packet(std::span<const uint8_t>(frame));
-  EXPECT_TRUE(r.ok());
-  return r.packet;
-}
-
-std::vector<std::vector<uint8_t>> take(SimEndpoint& from) {
-  std::vector<std::vector<uint8_t>> frames;
-  frames.swap(from.outbox);
-  return frames;
-}
-
-void deliver(SimEndpoint& to, const std::vector<uint8_t>& frame) { to.qp.on_packet(parsed(frame)); }
+using namespace testing;  // NOLINT(google-build-using-namespace): the simulation's helpers
 
 bool all_equal(const std::vector<uint8_t>& bytes, std::size_t from, std::size_t to, uint8_t value) {
   return std::all_of(bytes.begin() + static_cast<std::ptrdiff_t>(from), bytes.begin() + static_cast<std::ptrdiff_t>(to),
                      [value](uint8_t x) { return x == value; });
 }
 
-SendWqe one_sge(WorkOp op, const Region& local, uint32_t length, const Region& remote) {
-  SendWqe w;
-  w.context = 5;
-  w.op = op;
-  w.flags = kWqeSignaled;
-  w.num_sge = 1;
-  w.length = length;
-  w.sge[0] = {local.addr(), length, LocalToken{local.key}};
-  w.remote_addr = remote.addr();
-  w.rkey = RemoteToken{remote.key};
-  return w;
-}
-
-TEST(LocalKey, AReadResponseForASinkTakenBackIsALocalProtectionErrorAndWritesNothing) {
-  SimNetwork net(attrs());
+class LocalKey : public ::testing::Test {
+ protected:
+  SimNetwork net{sim_attrs()};
   SimEndpoint& a = net.a();
   SimEndpoint& b = net.b();
+};
+
+TEST_F(LocalKey, AReadResponseForASinkTakenBackIsALocalProtectionErrorAndWritesNothing) {
   Region& sink = a.add_region(4096, kAccessLocalWrite, 0x00);
   Region& source = b.add_region(4096, kAccessLocalWrite | kAccessRemoteRead, 0xAA);
-  ASSERT_TRUE(a.post_send(one_sge(WorkOp::kRdmaRead, sink, 3072, source)));
+  ASSERT_TRUE(a.post_send(rdma_wqe(WorkOp::kRdmaRead, sink, 3072, source, 5)));
   a.qp.send(32);
   deliver(b, take(a).at(0));
   b.qp.respond(1);  // the FIRST response: the sink is still registered
@@ -85,13 +51,10 @@ TEST(LocalKey, AReadResponseForASinkTakenBackIsALocalProtectionErrorAndWritesNot
   EXPECT_EQ(a.qp.state(), QpState::kError);
 }
 
-TEST(LocalKey, AnAtomicAckForASinkTakenBackIsALocalProtectionError) {
-  SimNetwork net(attrs());
-  SimEndpoint& a = net.a();
-  SimEndpoint& b = net.b();
+TEST_F(LocalKey, AnAtomicAckForASinkTakenBackIsALocalProtectionError) {
   Region& sink = a.add_region(8, kAccessLocalWrite, 0x00);
   Region& target = b.add_region(8, kAccessLocalWrite | kAccessRemoteAtomic, 0x01);
-  SendWqe w = one_sge(WorkOp::kFetchAdd, sink, 8, target);
+  SendWqe w = rdma_wqe(WorkOp::kFetchAdd, sink, 8, target, 5);
   w.compare_add = 1;
   ASSERT_TRUE(a.post_send(w));
   a.qp.send(32);
@@ -107,19 +70,11 @@ TEST(LocalKey, AnAtomicAckForASinkTakenBackIsALocalProtectionError) {
   EXPECT_EQ(a.send_completions[0].status, CompletionStatus::kLocalProtectionError);
 }
 
-TEST(LocalKey, ASendsLaterPacketsForAReceiveBufferTakenBackAreNakedAndNotPlaced) {
-  SimNetwork net(attrs());
-  SimEndpoint& a = net.a();
-  SimEndpoint& b = net.b();
+TEST_F(LocalKey, ASendsLaterPacketsForAReceiveBufferTakenBackAreNakedAndNotPlaced) {
   Region& src = a.add_region(3072, kAccessLocalWrite, 0xEE);
   Region& buffer = b.add_region(4096, kAccessLocalWrite, 0x00);
-  RecvWqe r;
-  r.context = 9;
-  r.num_sge = 1;
-  r.sge[0] = {buffer.addr(), 4096, LocalToken{buffer.key}};
-  b.post_receive(r);
-  SendWqe w = one_sge(WorkOp::kSend, src, 3072, src);
-  ASSERT_TRUE(a.post_send(w));
+  b.post_receive(recv_wqe(buffer, 4096, 9));
+  ASSERT_TRUE(a.post_send(wqe(WorkOp::kSend, src, 3072, 5)));
   a.qp.send(32);
   const auto frames = take(a);
   ASSERT_EQ(frames.size(), 3u);  // FIRST, MIDDLE, LAST

@@ -9,51 +9,12 @@
 #include <cstring>
 #include <vector>
 
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
 namespace {
 
-using testing::Region;
-using testing::SimEndpoint;
-using testing::SimNetwork;
-
-RcQpAttributes attrs() {
-  RcQpAttributes a;
-  a.path_mtu = 1024;
-  a.send_psn = Psn{0x100};
-  a.receive_psn = Psn{0xABC};
-  a.ack_timeout = 10;
-  return a;
-}
-
-SendWqe rdma(WorkOp op, const Region& local, uint32_t length, const Region& remote) {
-  SendWqe w;
-  w.context = 7;
-  w.op = op;
-  w.flags = kWqeSignaled;
-  w.num_sge = 1;
-  w.length = length;
-  w.sge[0] = {local.addr(), length, LocalToken{local.key}};
-  w.remote_addr = remote.addr();
-  w.rkey = RemoteToken{remote.key};
-  return w;
-}
-
-ParsedPacket parsed(const std::vector<uint8_t>& frame) {
-  const ParseResult r = parse_packet(std::span<const uint8_t>(frame));
-  EXPECT_TRUE(r.ok());
-  return r.packet;
-}
-
-void deliver(SimEndpoint& to, const std::vector<uint8_t>& frame) { to.qp.on_packet(parsed(frame)); }
-
-// Frames `from` has queued, taken out of its outbox.
-std::vector<std::vector<uint8_t>> take(SimEndpoint& from) {
-  std::vector<std::vector<uint8_t>> frames;
-  frames.swap(from.outbox);
-  return frames;
-}
+using namespace testing;  // NOLINT(google-build-using-namespace): the simulation's helpers
 
 AethSyndrome syndrome_of(const std::vector<uint8_t>& frame) {
   return AethSyndrome{parsed(frame).ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome)};
@@ -65,13 +26,13 @@ void reseal(std::vector<uint8_t>& f) {
 }
 
 TEST(RemoteKey, WriteMiddleAndLastAfterAnInvalidationAreNakedAndNotPlaced) {
-  SimNetwork net(attrs());
+  SimNetwork net(sim_attrs());
   SimEndpoint& a = net.a();
   SimEndpoint& b = net.b();
   Region& src = a.add_region(4096, kAccessLocalWrite, 0xEE);
   Region& dst = b.add_region(4096, kAccessLocalWrite | kAccessRemoteWrite, 0x00);
   dst.remotely_invalidatable = true;
-  ASSERT_TRUE(a.post_send(rdma(WorkOp::kRdmaWrite, src, 3072, dst)));
+  ASSERT_TRUE(a.post_send(rdma_wqe(WorkOp::kRdmaWrite, src, 3072, dst, 7)));
   a.qp.send(32);
   const auto frames = take(a);
   ASSERT_EQ(frames.size(), 3u);  // FIRST, MIDDLE, LAST at PMTU 1024
@@ -96,11 +57,11 @@ TEST(RemoteKey, WriteMiddleAndLastAfterAnInvalidationAreNakedAndNotPlaced) {
 class RemoteKeyRead : public ::testing::Test {
  protected:
   std::vector<std::vector<uint8_t>> post_read(uint32_t length) {
-    EXPECT_TRUE(a.post_send(rdma(WorkOp::kRdmaRead, sink, length, exposed)));
+    EXPECT_TRUE(a.post_send(rdma_wqe(WorkOp::kRdmaRead, sink, length, exposed, 7)));
     a.qp.send(32);
     return take(a);
   }
-  SimNetwork net{attrs()};
+  SimNetwork net{sim_attrs()};
   SimEndpoint& a = net.a();
   SimEndpoint& b = net.b();
   Region& sink = a.add_region(8192, kAccessLocalWrite);
@@ -151,14 +112,14 @@ TEST_F(RemoteKeyRead, AReadResponseStreamStopsSendingTheRegionOnceItsKeyIsInvali
 TEST(RemoteKey, ARethDmaLengthAboveTheLargestMessageIsAnInvalidRequest) {
   for (const WorkOp op : {WorkOp::kRdmaRead, WorkOp::kRdmaWrite}) {
     SCOPED_TRACE(op == WorkOp::kRdmaRead ? "READ" : "WRITE");
-    SimNetwork net(attrs());
+    SimNetwork net(sim_attrs());
     SimEndpoint& a = net.a();
     SimEndpoint& b = net.b();
     Region& local = a.add_region(1024, kAccessLocalWrite, 0x11);
     Region& remote = b.add_region(1024, kAccessLocalWrite | kAccessRemoteRead | kAccessRemoteWrite, 0x22);
     // A WRITE ONLY of 1024 bytes claims 2^31 + 1024 in its RETH (a READ, 2^31 + 1): re-sealed, so only the
     // responder's rule can refuse it.
-    ASSERT_TRUE(a.post_send(rdma(op, local, op == WorkOp::kRdmaRead ? 1 : 1024, remote)));
+    ASSERT_TRUE(a.post_send(rdma_wqe(op, local, op == WorkOp::kRdmaRead ? 1 : 1024, remote, 7)));
     a.qp.send(32);
     auto frame = take(a).at(0);
     const ParsedPacket p = parsed(frame);

@@ -6,13 +6,15 @@
 
 #include <numeric>
 
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
 namespace {
 
+using testing::recv_wqe;
 using testing::Region;
 using testing::SimNetwork;
+using testing::wqe;
 
 constexpr uint32_t kAll = kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
@@ -20,25 +22,6 @@ void fill_pattern(Region& r, uint32_t seed) {
   for (std::size_t i = 0; i < r.bytes.size(); ++i) {
     r.bytes[i] = static_cast<uint8_t>(i * 131 + std::size_t{seed} * 7 + (i >> 8));
   }
-}
-
-SendWqe wqe(WorkOp op, const Region& local, uint32_t length, uint64_t context, uint8_t flags = kWqeSignaled) {
-  SendWqe w;
-  w.context = context;
-  w.op = op;
-  w.flags = flags;
-  w.num_sge = 1;
-  w.length = length;
-  w.sge[0] = {local.addr(), length, LocalToken{local.key}};
-  return w;
-}
-
-RecvWqe recv_wqe(const Region& r, uint32_t length, uint64_t context) {
-  RecvWqe w;
-  w.context = context;
-  w.num_sge = 1;
-  w.sge[0] = {r.addr(), length, LocalToken{r.key}};
-  return w;
 }
 
 RcQpAttributes attrs(uint32_t mtu, Psn send_psn = Psn{0x100}, Psn recv_psn = Psn{0xABC}) {
