@@ -116,6 +116,12 @@ NTSTATUS MrImpl::NdkDeregisterMr(RequestCompletion completion, void* request_con
   const uint32_t t = token();
   release_slot();
   dataplane::RcTransport& transport = pd_.adapter().transport();
+  // A window lies inside its MR (ndkpi.md §9.6 NdkBind): none may reach the memory once it is the consumer's again.
+  // (rxe refuses to deregister an MR with windows bound; NDK names no status for that, so they end with it.) The
+  // fence orders the erase above before the load: a Bind posted too late to be seen here reaches its engine after
+  // the erase, and fails there.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (windows_bound_.load(std::memory_order_seq_cst)) transport.invalidate_windows_of(t);
   if (!transport.memory_in_flight(t)) return STATUS_SUCCESS;
   if (completion == nullptr) {
     transport.wait_memory_drained(t);
@@ -162,6 +168,7 @@ MwImpl::~MwImpl() {
 
 uint32_t MwImpl::bind_to(MrImpl& mr) noexcept {
   mr.retain();  // ndkpi.md §2: MR -> MW after NdkBind; the MR's close waits for the window's
+  mr.window_bound();
   if (MrImpl* previous = bound_.exchange(&mr, std::memory_order_acq_rel)) previous->release();
   const uint32_t t = next_key(token());
   token_.store(t, std::memory_order_relaxed);

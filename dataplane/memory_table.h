@@ -69,7 +69,8 @@ struct MemoryRegion {
   uint32_t token = 0;                            // both the local and the remote token
   MemoryKind kind = MemoryKind::kRegion;
   bool valid = true;
-  uint32_t qpn = 0;  // a bound window (type 2): the QP it was bound through, the only one it serves
+  uint32_t qpn = 0;     // a bound window (type 2): the QP it was bound through, the only one it serves
+  uint32_t parent = 0;  // a bound window: the token of the region it lies in (invalidate_windows_of)
 
   // Fast-register MRs and type-2 windows may be invalidated by a peer's Send with Invalidate (rocev2.md §5).
   [[nodiscard]] bool remotely_invalidatable() const noexcept {
@@ -380,6 +381,21 @@ class MemoryTable {
   }
   // Local invalidate of a fast-register MR or a window (verbs LOCAL_INV): the same rule, from our own SQ.
   bool invalidate_local(uint32_t token, Requester who) noexcept { return invalidate_remote(token, who); }
+  // Control path, after the region `region_token` was erased: every valid window of slots [1, end) bound onto it
+  // becomes invalid, as a local invalidate would make it. A slot an engine is writing right now is retried.
+  void invalidate_windows_of(uint32_t region_token, uint32_t end) noexcept {
+    for (uint32_t i = 1; i < end && i < capacity_; ++i) {
+      for (;;) {
+        const Slot& s = slots_[i];
+        const uint32_t sequence = s.sequence.load(std::memory_order_acquire);
+        if (sequence & 1) continue;  // a writer holds the slot: read it again
+        const MemoryRegion r = load_fields(s);
+        if (s.sequence.load(std::memory_order_relaxed) != sequence) continue;
+        if (r.kind != MemoryKind::kWindow || !r.valid || r.parent != region_token) break;
+        if (modify(r.token, [](const MemoryRegion& w, MemoryRegion&) { return w.valid; })) break;
+      }
+    }
+  }
   // Fast register: the reserved fast-register slot of `pd` that the new token names becomes valid over
   // [addr, addr + length) with `access`. The slot must be invalid (a registered FR MR is invalidated first).
   // `page_list` 0: the region's bytes are at their addresses; otherwise the staged list (stage_pages()) that
@@ -437,6 +453,7 @@ class MemoryTable {
       next.token = new_token;
       next.valid = true;
       next.qpn = who.qpn;
+      next.parent = region_token;
       // A window on a paged region translates through the region's page map.
       next.pages = region->pages;
       next.first_offset = region->pages == nullptr ? 0 : region->first_offset + (addr - region->addr);
@@ -457,6 +474,7 @@ class MemoryTable {
     std::atomic<MemoryKind> kind{MemoryKind::kFree};
     std::atomic<bool> valid{false};
     std::atomic<uint32_t> qpn{0};
+    std::atomic<uint32_t> parent{0};
   };
 
   // Claims the slot for one writer: even -> odd (`before` keeps the even value). The field stores that follow
@@ -484,6 +502,7 @@ class MemoryTable {
     s.kind.store(r.kind, std::memory_order_release);
     s.valid.store(r.valid, std::memory_order_release);
     s.qpn.store(r.qpn, std::memory_order_release);
+    s.parent.store(r.parent, std::memory_order_release);
   }
   static MemoryRegion load_fields(const Slot& s) noexcept {
     MemoryRegion r;
@@ -497,6 +516,7 @@ class MemoryTable {
     r.kind = s.kind.load(std::memory_order_acquire);
     r.valid = s.valid.load(std::memory_order_acquire);
     r.qpn = s.qpn.load(std::memory_order_acquire);
+    r.parent = s.parent.load(std::memory_order_acquire);
     return r;
   }
 

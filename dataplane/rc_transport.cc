@@ -324,6 +324,22 @@ Status RcTransport::deregister_memory(uint32_t token) {
   return Status{};
 }
 
+// A window lies in its region (IBTA 10.6.7.2; ndkpi.md §9.6): it must not outlive the region's registration, or a
+// peer could still reach memory that is the caller's again. Commands run between loop iterations, so after the
+// first round of no-ops every bind that found the region valid has written its window (those after the erase fail),
+// and after the second no engine is still inside a packet that resolved one of the windows.
+void RcTransport::invalidate_windows_of(uint32_t region_token) {
+  const auto quiesce = [this] {
+    for (EngineId e = 0; e < dataplane_.engine_count(); ++e) (void)dataplane_.engine(e).call([](EngineContext&) {});
+  };
+  quiesce();
+  {
+    std::lock_guard lock(mutex_);
+    memory_.invalidate_windows_of(region_token, next_memory_slot_);
+  }
+  quiesce();
+}
+
 // Moves deregistered slots whose last zero-copy mbuf has been freed to the free list. Call with mutex_ held.
 void RcTransport::reclaim_drained_locked() {
   std::erase_if(draining_memory_tokens_, [this](uint32_t token) {

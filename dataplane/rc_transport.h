@@ -281,6 +281,10 @@ class RcTransport {
   // (sent, not yet consumed by the NIC or the peer engine): until memory_in_flight() says they are gone, the slot is
   // not reused and the caller must not release the memory (NdkDeregisterMr completes later: STATUS_PENDING).
   [[nodiscard]] Status deregister_memory(uint32_t token);
+  // After deregister_memory(region_token): every memory window bound onto that region becomes invalid, and this
+  // returns once no engine can still be copying through one of them (as deregister_memory waits for the region's
+  // own token). Any bind that read the region before it was erased has finished by then; any later one fails.
+  void invalidate_windows_of(uint32_t region_token);
   // After deregister_memory(token): true while zero-copy mbufs still point into the memory it covered. Any
   // thread; once false it stays false, and the consumers' reads of the memory happened before it turned false.
   [[nodiscard]] bool memory_in_flight(uint32_t token);

@@ -396,6 +396,30 @@ TEST_F(Memory, DeregisteredMemoryIsNoLongerReachable) {
   EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
 }
 
+// A window lives in its MR (ndkpi.md §9.6: "MW over [VA, VA+Length) inside the MR"): once NdkDeregisterMr has
+// returned, the memory is the consumer's again, so no window bound onto the MR may still reach it.
+TEST_F(Memory, DeregisteringAnMrEndsTheWindowsBoundToIt) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(b->qp->NdkBind(reinterpret_cast<void*>(1), b->mr, mw, b->buffer + 8192, 4096,
+                           NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ),
+            STATUS_SUCCESS);
+  const uint32_t token = mw->NdkGetRemoteTokenFromMw();
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  ASSERT_EQ(b->mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  std::memset(b->buffer + 8192, 0x5A, 4096);  // the consumer's memory again
+  a->fill(0, 4096, 8);
+  const NdkSge s = a->sge(0, 4096);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(8192), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the window died with its MR's registration";
+  EXPECT_TRUE(std::all_of(b->buffer + 8192, b->buffer + 12288, [](uint8_t v) { return v == 0x5A; }))
+      << "a remote WRITE reached deregistered memory";
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 class SharedReceiveQueue : public ApiTest {};
 
 // Review row E5 (ndkpi.md §9.5): NdkCreateSrq's NotifyThreshold arms the limit as NdkModifySrq's does. Created
