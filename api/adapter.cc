@@ -370,7 +370,9 @@ NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, Reque
   const auto first = reinterpret_cast<uint64_t>(address);
   if (address == nullptr || length == 0 || first + length < first || lam_size == nullptr || fbo == nullptr)
     return STATUS_INVALID_PARAMETER;
-  const uint64_t pages = (first % kPageSize + length + kPageSize - 1) / kPageSize;
+  // Pages from the one holding the first byte to the one holding the last: first % kPageSize + length - 1 cannot
+  // wrap (the range does not), where rounding up by adding kPageSize - 1 could, for a length near 2^64.
+  const uint64_t pages = (first % kPageSize + (length - 1)) / kPageSize + 1;
   if (pages > UINT32_MAX || ndk_lam_size(static_cast<uint32_t>(pages)) > UINT32_MAX) return STATUS_INVALID_PARAMETER;
   const auto needed = static_cast<uint32_t>(ndk_lam_size(static_cast<uint32_t>(pages)));
   if (lam == nullptr || *lam_size < needed) {

@@ -434,6 +434,27 @@ TEST_F(AdapterTest, CreatesWithACompletionPendAndDeliverTheObject) {
 }
 
 // Every invalid parameter gets a status (and no crash, and no completion).
+// ndkpi.md §9.1: a LAM holds one logical address per page of the buffer. A range that ends at the top of the address
+// space has more pages than a LAM's ULONG count can hold: STATUS_INVALID_PARAMETER, never a LAM of a few pages
+// (rounding the page count up overflowed 64 bits: 0 pages and STATUS_SUCCESS).
+TEST_F(AdapterTest, BuildLamRefusesARangeOfMorePagesThanALamHolds) {
+  std::vector<uint64_t> storage(64);
+  auto* lam = reinterpret_cast<NdkLogicalAddressMapping*>(storage.data());
+  auto lam_size = static_cast<uint32_t>(storage.size() * sizeof(uint64_t));
+  uint32_t fbo = 0;
+  const auto* address = reinterpret_cast<const void*>(uintptr_t{0xFFF});
+  EXPECT_EQ(adapter().NdkBuildLam(address, UINT64_MAX - 0xFFF, nullptr, nullptr, lam, &lam_size, &fbo),
+            STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(lam->AdapterPageCount, 0u) << "nothing written";
+  // The last page of the address space (its last byte excepted: the end must be representable) is one page.
+  const auto* top = reinterpret_cast<const void*>(uintptr_t{UINT64_MAX - 0xFFF});
+  lam_size = static_cast<uint32_t>(storage.size() * sizeof(uint64_t));
+  ASSERT_EQ(adapter().NdkBuildLam(top, 0xFFF, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_SUCCESS);
+  EXPECT_EQ(lam->AdapterPageCount, 1u);
+  EXPECT_EQ(lam->AdapterPageArray[0], UINT64_MAX - 0xFFF);
+  EXPECT_EQ(fbo, 0u);
+}
+
 TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
   Player* a = nullptr;
   Player* b = nullptr;
