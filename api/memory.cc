@@ -82,7 +82,14 @@ void MrImpl::release_slot() noexcept {
   if (fast_register_) {
     pd_.adapter().transport().release_memory_slot(t);  // its key byte may have moved on
   } else if (registered()) {
-    (void)pd_.adapter().transport().deregister_memory(t);
+    dataplane::RcTransport& transport = pd_.adapter().transport();
+    (void)transport.deregister_memory(t);
+    // A window lies inside its MR (ndkpi.md §9.6 NdkBind): none may reach the memory once it is the consumer's
+    // again. (rxe refuses to deregister an MR with windows bound; NDK names no status for that, so they end with
+    // it.) The fence orders the erase before the load: a Bind posted too late to be seen here reaches its engine
+    // after the erase, and fails there.
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (windows_bound_.load(std::memory_order_seq_cst)) transport.invalidate_windows_of(t);
   }
   token_.store(0, std::memory_order_relaxed);
   registered_.store(false, std::memory_order_release);
@@ -116,12 +123,6 @@ NTSTATUS MrImpl::NdkDeregisterMr(RequestCompletion completion, void* request_con
   const uint32_t t = token();
   release_slot();
   dataplane::RcTransport& transport = pd_.adapter().transport();
-  // A window lies inside its MR (ndkpi.md §9.6 NdkBind): none may reach the memory once it is the consumer's again.
-  // (rxe refuses to deregister an MR with windows bound; NDK names no status for that, so they end with it.) The
-  // fence orders the erase above before the load: a Bind posted too late to be seen here reaches its engine after
-  // the erase, and fails there.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (windows_bound_.load(std::memory_order_seq_cst)) transport.invalidate_windows_of(t);
   if (!transport.memory_in_flight(t)) return STATUS_SUCCESS;
   if (completion == nullptr) {
     transport.wait_memory_drained(t);

@@ -91,6 +91,7 @@ class MemoryTable {
       : slots_(std::make_unique<Slot[]>(capacity)),
         tx_pins_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
         engine_read_(std::make_unique<std::atomic<bool>[]>(capacity)),
+        windows_bound_(std::make_unique<std::atomic<bool>[]>(capacity)),
         page_maps_(std::make_unique<std::unique_ptr<PageMap>[]>(capacity)),
         capacity_(capacity) {}
 
@@ -373,16 +374,26 @@ class MemoryTable {
   // --- datapath writers (engines): never wait; a concurrent writer of the same slot makes them fail ---
   // Send with Invalidate: invalidates `token` if it names a valid, remotely invalidatable region of the requester's
   // PD; a window only from the QP it was bound through (IBTA 10.6.7.2.6: a type-2 window is invalidated on its QP).
+  // A fast-register region takes the windows bound onto it along (ndkpi.md §9.6: a window lies inside its MR): its
+  // memory is the consumer's again once the invalidation completes. That scans the table, so only for a region a
+  // window was ever bound onto.
   bool invalidate_remote(uint32_t token, Requester who) noexcept {
-    return modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
+    bool region = false;
+    const bool invalidated = modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
+      region = r.kind == MemoryKind::kFastRegisterRegion;
       return r.valid && r.pd == who.pd && r.remotely_invalidatable() &&
              (r.kind != MemoryKind::kWindow || r.qpn == who.qpn);
     });
+    const uint32_t i = index_of(token);
+    if (invalidated && region && i < capacity_ && windows_bound_[i].load(std::memory_order_relaxed)) [[unlikely]]
+      invalidate_windows_of(token, capacity_);
+    return invalidated;
   }
   // Local invalidate of a fast-register MR or a window (verbs LOCAL_INV): the same rule, from our own SQ.
   bool invalidate_local(uint32_t token, Requester who) noexcept { return invalidate_remote(token, who); }
-  // Control path, after the region `region_token` was erased: every valid window of slots [1, end) bound onto it
-  // becomes invalid, as a local invalidate would make it. A slot an engine is writing right now is retried.
+  // After the region `region_token` was erased (control path) or invalidated (its engine): every valid window of
+  // slots [1, end) bound onto it becomes invalid, as a local invalidate would make it. A slot another writer holds
+  // right now is read again.
   void invalidate_windows_of(uint32_t region_token, uint32_t end) noexcept {
     for (uint32_t i = 1; i < end && i < capacity_; ++i) {
       for (;;) {
@@ -445,6 +456,7 @@ class MemoryTable {
     if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
       return false;
     if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;
+    windows_bound_[index_of(region_token)].store(true, std::memory_order_relaxed);  // read_slot checked the index
     return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
       if (r.kind != MemoryKind::kWindow || r.valid || r.pd != pd) return false;
       next.addr = addr;
@@ -565,6 +577,7 @@ class MemoryTable {
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;       // [slot]: zero-copy TX mbufs pointing into it
   std::unique_ptr<std::atomic<bool>[]> engine_read_;       // [slot]: an engine has read it (note_engine_read)
+  std::unique_ptr<std::atomic<bool>[]> windows_bound_;     // [slot]: a window was ever bound onto it (bind_window)
   std::unique_ptr<std::unique_ptr<PageMap>[]> page_maps_;  // [slot]: fast-register slots only, from first use
   uint32_t capacity_;
 };

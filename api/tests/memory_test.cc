@@ -420,6 +420,34 @@ TEST_F(Memory, DeregisteringAnMrEndsTheWindowsBoundToIt) {
   EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
 }
 
+// The same for a fast-register MR: once NdkInvalidate of the MR has completed, its pages are the consumer's again,
+// and a window bound onto it reaches them no more.
+TEST_F(Memory, InvalidatingAFastRegisterMrEndsTheWindowsBoundToIt) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 65536, 2, NDK_OP_FLAG_ALLOW_LOCAL_WRITE, 1);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  Mw* mw = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMw(nullptr, nullptr, &mw), STATUS_SUCCESS);
+  ASSERT_EQ(
+      b->qp->NdkBind(reinterpret_cast<void*>(2), mr, mw, b->buffer + 65536, kPageSize, NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+      STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  const uint32_t token = mw->NdkGetRemoteTokenFromMw();
+  ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(3), mr, 0), STATUS_SUCCESS);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  std::memset(b->buffer + 65536, 0x5A, kPageSize);  // the consumer's memory again
+  a->fill(0, kPageSize, 12);
+  const NdkSge s = a->sge(0, kPageSize);
+  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(65536), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the window died with its MR's registration";
+  EXPECT_TRUE(std::all_of(b->buffer + 65536, b->buffer + 65536 + kPageSize, [](uint8_t v) { return v == 0x5A; }))
+      << "a remote WRITE reached memory of an invalidated fast-register MR";
+  EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 class SharedReceiveQueue : public ApiTest {};
 
 // Review row E5 (ndkpi.md §9.5): NdkCreateSrq's NotifyThreshold arms the limit as NdkModifySrq's does. Created
