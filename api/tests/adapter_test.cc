@@ -15,6 +15,7 @@
 #include <vector>
 
 #include <rte_telemetry.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "api/connection.h"
@@ -453,6 +454,29 @@ TEST_F(AdapterTest, BuildLamRefusesARangeOfMorePagesThanALamHolds) {
   EXPECT_EQ(lam->AdapterPageCount, 1u);
   EXPECT_EQ(lam->AdapterPageArray[0], UINT64_MAX - 0xFFF);
   EXPECT_EQ(fbo, 0u);
+}
+
+// ndkpi.md §9.4: registered memory is pinned, and the engines reach it through the CPU, so a range with a page
+// nothing is mapped at (a freed buffer, a wrong pointer) is STATUS_INVALID_PARAMETER at registration, not a fault
+// in an engine when a peer's WRITE or READ arrives.
+TEST_F(AdapterTest, RegisterMrRefusesMemoryThatIsNotMapped) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* mapping = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  auto* bytes = static_cast<uint8_t*>(mapping);
+  ASSERT_EQ(munmap(bytes + page, 2 * page), 0);  // the first page stays mapped
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Mr* mr = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  const uint32_t rw = NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ;
+  EXPECT_EQ(mr->NdkRegisterMr(bytes + page, page, rw, nullptr, nullptr), STATUS_INVALID_PARAMETER) << "unmapped";
+  EXPECT_EQ(mr->NdkRegisterMr(bytes + 100, page, rw, nullptr, nullptr), STATUS_INVALID_PARAMETER)
+      << "its last bytes unmapped";
+  ASSERT_EQ(mr->NdkRegisterMr(bytes + 100, page - 100, rw, nullptr, nullptr), STATUS_SUCCESS) << "all mapped";
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(munmap(bytes, page), 0);
 }
 
 TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {
