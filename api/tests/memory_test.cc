@@ -396,6 +396,18 @@ TEST_F(Memory, DeregisteredMemoryIsNoLongerReachable) {
   EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES);
 }
 
+// After its MR's registration ended, B's memory [offset, offset + length) is the consumer's again: A's WRITE
+// through the window `token` fails and changes none of it.
+void expect_window_reaches_nothing(Player& a, Player& b, uint32_t token, std::size_t offset, std::size_t length) {
+  std::memset(b.buffer + offset, 0x5A, length);
+  a.fill(0, length, 8);
+  const NdkSge s = a.sge(0, static_cast<uint32_t>(length));
+  ASSERT_EQ(a.qp->NdkWrite(nullptr, &s, 1, b.address(offset), token, 0), STATUS_SUCCESS);
+  EXPECT_EQ(a.result().Status, STATUS_REMOTE_RESOURCES) << "the window died with its MR's registration";
+  EXPECT_TRUE(std::all_of(b.buffer + offset, b.buffer + offset + length, [](uint8_t v) { return v == 0x5A; }))
+      << "a remote WRITE through the window reached memory whose registration had ended";
+}
+
 // A window lives in its MR (ndkpi.md §9.6: "MW over [VA, VA+Length) inside the MR"): once NdkDeregisterMr has
 // returned, the memory is the consumer's again, so no window bound onto the MR may still reach it.
 TEST_F(Memory, DeregisteringAnMrEndsTheWindowsBoundToIt) {
@@ -410,13 +422,7 @@ TEST_F(Memory, DeregisteringAnMrEndsTheWindowsBoundToIt) {
   const uint32_t token = mw->NdkGetRemoteTokenFromMw();
   ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
   ASSERT_EQ(b->mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
-  std::memset(b->buffer + 8192, 0x5A, 4096);  // the consumer's memory again
-  a->fill(0, 4096, 8);
-  const NdkSge s = a->sge(0, 4096);
-  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(8192), token, 0), STATUS_SUCCESS);
-  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the window died with its MR's registration";
-  EXPECT_TRUE(std::all_of(b->buffer + 8192, b->buffer + 12288, [](uint8_t v) { return v == 0x5A; }))
-      << "a remote WRITE reached deregistered memory";
+  expect_window_reaches_nothing(*a, *b, token, 8192, 4096);
   EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
 }
 
@@ -437,13 +443,7 @@ TEST_F(Memory, InvalidatingAFastRegisterMrEndsTheWindowsBoundToIt) {
   const uint32_t token = mw->NdkGetRemoteTokenFromMw();
   ASSERT_EQ(b->qp->NdkInvalidate(reinterpret_cast<void*>(3), mr, 0), STATUS_SUCCESS);
   ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
-  std::memset(b->buffer + 65536, 0x5A, kPageSize);  // the consumer's memory again
-  a->fill(0, kPageSize, 12);
-  const NdkSge s = a->sge(0, kPageSize);
-  ASSERT_EQ(a->qp->NdkWrite(nullptr, &s, 1, b->address(65536), token, 0), STATUS_SUCCESS);
-  EXPECT_EQ(a->result().Status, STATUS_REMOTE_RESOURCES) << "the window died with its MR's registration";
-  EXPECT_TRUE(std::all_of(b->buffer + 65536, b->buffer + 65536 + kPageSize, [](uint8_t v) { return v == 0x5A; }))
-      << "a remote WRITE reached memory of an invalidated fast-register MR";
+  expect_window_reaches_nothing(*a, *b, token, 65536, kPageSize);
   EXPECT_EQ(mw->NdkCloseMw(nullptr, nullptr), STATUS_SUCCESS);
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
 }
