@@ -204,7 +204,9 @@ class MemoryTable {
     if (i >= capacity_) return 0;
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return tx_pins_[i].load(std::memory_order_acquire);
-  }  // Control path, after erase(): whether an engine may still hold a pointer into the slot `token` named, resolved
+  }
+
+  // Control path, after erase(): whether an engine may still hold a pointer into the slot `token` named, resolved
   // before the erase (so a deregistration must wait for the engines to finish their loop iteration). False only for
   // a slot no engine has ever read. The fence orders the erase before this load, against note_engine_read()'s
   // store-then-fence-then-read: of an engine reading the slot and a deregistration erasing it, at least one sees
