@@ -106,14 +106,9 @@ void MrImpl::release_slot() noexcept {
   if (fast_register_) {
     pd_.adapter().transport().release_memory_slot(t);  // its key byte may have moved on
   } else if (registered()) {
-    dataplane::RcTransport& transport = pd_.adapter().transport();
-    (void)transport.deregister_memory(t);
-    // A window lies inside its MR (ndkpi.md §9.6 NdkBind): none may reach the memory once it is the consumer's
-    // again. (rxe refuses to deregister an MR with windows bound; NDK names no status for that, so they end with
-    // it.) The fence orders the erase before the load: a Bind posted too late to be seen here reaches its engine
-    // after the erase, and fails there.
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (windows_bound_.load(std::memory_order_seq_cst)) transport.invalidate_windows_of(t);
+    // It ends the windows bound onto the MR too (ndkpi.md §9.6: a window lies inside its MR). rxe refuses to
+    // deregister an MR with windows bound; NDK names no status for that, so they end with it.
+    (void)pd_.adapter().transport().deregister_memory(t);
   }
   token_.store(0, std::memory_order_relaxed);
   registered_.store(false, std::memory_order_release);
@@ -196,7 +191,7 @@ MwImpl::~MwImpl() {
 
 uint32_t MwImpl::bind_to(MrImpl& mr) noexcept {
   mr.retain();  // ndkpi.md §2: MR -> MW after NdkBind; the MR's close waits for the window's
-  mr.window_bound();
+  pd_.adapter().transport().note_window_bind(mr.token());  // before the post: a deregistration now ends the window
   if (MrImpl* previous = bound_.exchange(&mr, std::memory_order_acq_rel)) previous->release();
   const uint32_t t = next_key(token());
   token_.store(t, std::memory_order_relaxed);

@@ -381,8 +381,6 @@ class MrImpl final : public Mr, public Lifetime {
   [[nodiscard]] bool remote_access() const noexcept { return remote_access_.load(std::memory_order_relaxed); }
   // NdkFastRegister: the token the next registration gets (same slot, next key byte), taken at post time.
   uint32_t next_token() noexcept;
-  // NdkBind, before the WQE is posted: a window may lie in this MR from now on (NdkDeregisterMr ends it).
-  void window_bound() noexcept { windows_bound_.store(true, std::memory_order_seq_cst); }
 
  private:
   void release_slot() noexcept;
@@ -396,7 +394,6 @@ class MrImpl final : public Mr, public Lifetime {
   uint64_t length_ = 0;
   uint32_t access_ = 0;
   std::atomic<bool> remote_access_{false};  // NdkInitializeFastRegisterMr may run on several threads at once
-  std::atomic<bool> windows_bound_{false};  // window_bound(): sticky
   LiveObject live_{pd_.adapter(), NdkObjectTypeMr};
 };
 

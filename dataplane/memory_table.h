@@ -211,6 +211,23 @@ class MemoryTable {
   // a slot no engine has ever read. The fence orders the erase before this load, against note_engine_read()'s
   // store-then-fence-then-read: of an engine reading the slot and a deregistration erasing it, at least one sees
   // the other (the engine a freed slot, or the deregistration the flag).
+  // Before a bind onto the region `region_token` is posted (and again where an engine binds): a window may lie in
+  // the region from now on, so its deregistration (windows_may_exist) and a fast register's invalidation end the
+  // windows bound onto it. Sticky. The fence orders the store before the post, against the erase-then-check of
+  // windows_may_exist().
+  void note_window_bind(uint32_t region_token) noexcept {
+    const uint32_t i = index_of(region_token);
+    if (i >= capacity_) return;
+    windows_bound_[i].store(true, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+  }
+  // Control path, after erase(): whether a window may have been bound onto the slot `token` named.
+  [[nodiscard]] bool windows_may_exist(uint32_t token) const noexcept {
+    const uint32_t i = index_of(token);
+    if (i >= capacity_) return false;
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    return windows_bound_[i].load(std::memory_order_relaxed);
+  }
   [[nodiscard]] bool engine_may_hold(uint32_t token) const noexcept {
     const uint32_t i = index_of(token);
     if (i >= capacity_) return false;
@@ -458,7 +475,7 @@ class MemoryTable {
     if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
       return false;
     if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;
-    windows_bound_[index_of(region_token)].store(true, std::memory_order_relaxed);  // read_slot checked the index
+    note_window_bind(region_token);  // a bind that did not come through the API's post is noted here
     return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
       if (r.kind != MemoryKind::kWindow || r.valid || r.pd != pd) return false;
       next.addr = addr;

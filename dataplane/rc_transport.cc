@@ -296,6 +296,7 @@ Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
 
 Status RcTransport::deregister_memory(uint32_t token) {
   bool engine_may_hold = false;
+  bool windows = false;
   {
     std::lock_guard lock(mutex_);
     const uint32_t slot = MemoryTable::index_of(token);
@@ -304,6 +305,7 @@ Status RcTransport::deregister_memory(uint32_t token) {
     if (!region) return Status::error("no such registration");
     memory_.erase(token);  // no engine resolves or pins it from now on (MemoryTable::pin_for_tx)
     engine_may_hold = memory_.engine_may_hold(token);
+    windows = memory_.windows_may_exist(token);
     if (memory_.tx_pins(token) != 0) {
       draining_memory_tokens_.push_back(token);
     } else {
@@ -318,26 +320,24 @@ Status RcTransport::deregister_memory(uint32_t token) {
   // running, or the caller's own, fails the call and is skipped. Memory no engine has ever read needs no wait
   // (MemoryTable::engine_may_hold): closing 65k MRs never used took 8.4 s with the wait (ContractRows, a full
   // memory table), 68 ms without.
-  if (engine_may_hold) {
-    for (EngineId e = 0; e < dataplane_.engine_count(); ++e) (void)dataplane_.engine(e).call([](EngineContext&) {});
-  }
-  return Status{};
-}
-
-// A window lies in its region (IBTA 10.6.7.2; ndkpi.md §9.6): it must not outlive the region's registration, or a
-// peer could still reach memory that is the caller's again. Commands run between loop iterations, so after the
-// first round of no-ops every bind that found the region valid has written its window (those after the erase fail),
-// and after the second no engine is still inside a packet that resolved one of the windows.
-void RcTransport::invalidate_windows_of(uint32_t region_token) {
   const auto quiesce = [this] {
     for (EngineId e = 0; e < dataplane_.engine_count(); ++e) (void)dataplane_.engine(e).call([](EngineContext&) {});
   };
-  quiesce();
-  {
-    std::lock_guard lock(mutex_);
-    memory_.invalidate_windows_of(region_token, next_memory_slot_);
+  if (windows) {
+    // A window lies in its region (IBTA 10.6.7.2; ndkpi.md §9.6) and must not outlive its registration. After
+    // the first round of no-ops every bind that found the region valid has written its window (later ones fail);
+    // the windows are then invalidated, and after the second round no engine is still inside a packet that
+    // resolved the region or one of its windows.
+    quiesce();
+    {
+      std::lock_guard lock(mutex_);
+      memory_.invalidate_windows_of(token, next_memory_slot_);
+    }
+    quiesce();
+  } else if (engine_may_hold) {
+    quiesce();
   }
-  quiesce();
+  return Status{};
 }
 
 // Moves deregistered slots whose last zero-copy mbuf has been freed to the free list. Call with mutex_ held.

@@ -274,17 +274,17 @@ class RcTransport {
   // or bind executes on an engine; returns its first token. Release it with deregister_memory
   // (with the token it holds now).
   [[nodiscard]] Result<uint32_t> reserve_memory(MemoryKind kind, uint32_t pd);
-  // Makes `token` invalid at once for every engine, then, if it granted remote access, waits until every running
-  // engine has finished the loop iteration it was in (a no-op command on each), so that no packet that resolved the
-  // token before it turned invalid is still copying into or out of the memory when this returns. Not from an engine's
+  // Makes `token` invalid at once for every engine, and the memory windows bound onto it too, then, if an engine
+  // ever read it, waits until every running engine has finished the loop iteration it was in (a no-op command on
+  // each), so that no packet that resolved the token or a window before it turned invalid is still copying into or
+  // out of the memory when this returns. Not from an engine's
   // lcore (that engine cannot wait for itself: it is skipped). Zero-copy TX mbufs may still point into the memory
   // (sent, not yet consumed by the NIC or the peer engine): until memory_in_flight() says they are gone, the slot is
   // not reused and the caller must not release the memory (NdkDeregisterMr completes later: STATUS_PENDING).
   [[nodiscard]] Status deregister_memory(uint32_t token);
-  // After deregister_memory(region_token): every memory window bound onto that region becomes invalid, and this
-  // returns once no engine can still be copying through one of them (as deregister_memory waits for the region's
-  // own token). Any bind that read the region before it was erased has finished by then; any later one fails.
-  void invalidate_windows_of(uint32_t region_token);
+  // Before a bind onto the region `region_token` is posted: its deregistration then ends the windows bound onto it
+  // (MemoryTable::note_window_bind).
+  void note_window_bind(uint32_t region_token) noexcept { memory_.note_window_bind(region_token); }
   // After deregister_memory(token): true while zero-copy mbufs still point into the memory it covered. Any
   // thread; once false it stays false, and the consumers' reads of the memory happened before it turned false.
   [[nodiscard]] bool memory_in_flight(uint32_t token);
