@@ -4,6 +4,7 @@
 #include <thread>
 
 #include "api/connection.h"
+#include "api/cpu_access.h"
 #include "api/provider.h"
 
 namespace uroce::ndk {
@@ -379,6 +380,9 @@ NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, Reque
     *lam_size = needed;
     return STATUS_BUFFER_TOO_SMALL;
   }
+  // ndkpi.md §9.6: mapping pins the pages, which fails for pages that are not there (cpu_access.h). Whether they
+  // may be written is known only when NdkFastRegister gives the access, and it checks again then.
+  if (!cpu_can_access(first, length, CpuAccess::kRead)) return STATUS_INVALID_PARAMETER;
   lam->AdapterContext = nullptr;
   lam->AdapterPageCount = static_cast<uint32_t>(pages);
   // The array runs past its declared bound into the consumer's buffer, as NDK's does.

@@ -1,11 +1,5 @@
 // Protection domains, memory regions (registered and fast-register) and memory windows.
-#include <algorithm>
-#include <array>
-#include <cerrno>
-
-#include <sys/mman.h>
-#include <unistd.h>
-
+#include "api/cpu_access.h"
 #include "api/provider.h"
 
 namespace uroce::ndk::detail {
@@ -24,23 +18,6 @@ uint32_t access_of_mr_flags(uint32_t flags) noexcept {
   if (flags & NDK_MR_FLAG_ALLOW_REMOTE_READ) access |= proto::kAccessRemoteRead;
   if (flags & kRemoteWriteOnlyBit) access |= proto::kAccessRemoteWrite;
   return access;
-}
-
-// Whether every page of [address, address + length) is mapped: mincore() fails with ENOMEM on a page that is not (or
-// beyond the user address space). Any other failure is no answer, and is not held against the range.
-bool is_mapped(uint64_t address, uint64_t length) noexcept {
-  static const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
-  constexpr uint64_t kPagesPerCall = 4096;
-  std::array<unsigned char, kPagesPerCall> residency{};
-  uint64_t at = address - address % page;
-  uint64_t left = address + length - at;  // the caller checked that the range does not wrap
-  while (left > 0) {
-    const uint64_t n = std::min(left, kPagesPerCall * page);
-    if (mincore(reinterpret_cast<void*>(at), n, residency.data()) != 0 && errno == ENOMEM) return false;
-    at += n;
-    left -= n;
-  }
-  return true;
 }
 
 // The same slot with the next key byte (rocev2.md §5: a stale token never matches).
@@ -122,11 +99,13 @@ NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags
     return STATUS_INVALID_PARAMETER;
   if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address))
     return STATUS_INVALID_PARAMETER;  // wraps around the address space
-  // ndkpi.md §9.4: the memory is pinned at registration, which fails for pages that are not there. The engines reach
-  // it through the CPU: an unmapped page would otherwise fault in an engine when a peer's WRITE or READ arrives.
-  if (!is_mapped(reinterpret_cast<uint64_t>(address), length)) return STATUS_INVALID_PARAMETER;
   if ((flags & kRemoteWriteOnlyBit) && !(flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE)) return STATUS_INVALID_PARAMETER;
   const uint32_t access = access_of_mr_flags(flags);
+  // ndkpi.md §9.4: the memory is pinned at registration, which fails for pages that are not there, and for read-only
+  // pages when the MR allows writes (cpu_access.h: otherwise an engine faults when a peer's WRITE or READ arrives).
+  if (!cpu_can_access(reinterpret_cast<uint64_t>(address), length,
+                      (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead))
+    return STATUS_INVALID_PARAMETER;
   auto token = pd_.adapter().transport().register_memory(reinterpret_cast<uint64_t>(address), length, access, pd_.id());
   if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
   address_ = reinterpret_cast<uint64_t>(address);

@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 
 #include "api/addresses.h"
+#include "api/cpu_access.h"
 #include "api/provider.h"
 
 namespace uroce::ndk::detail {
@@ -442,6 +443,17 @@ NTSTATUS QpImpl::NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter
   // ndkpi.md §9.6: remote rights on an MR initialised without RemoteAccess.
   if ((access & (proto::kAccessRemoteRead | proto::kAccessRemoteWrite)) && !region.remote_access())
     return fail_send(STATUS_ACCESS_VIOLATION);
+  // The engines will touch these pages as `access` says: each run of consecutive pages the length covers must be
+  // mapped with those rights (cpu_access.h), or a peer's access would fault an engine. The consumer may hand pages
+  // that no NdkBuildLam mapped, or that it unmapped since.
+  const CpuAccess cpu = (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead;
+  const uint64_t used_pages = (fbo + length - 1) / kPageSize + 1;
+  for (uint64_t run = 0, i = 1; i <= used_pages; ++i) {
+    if (i < used_pages && adapter_page_array[i] == adapter_page_array[i - 1] + kPageSize) continue;
+    if (!cpu_can_access(adapter_page_array[run], (i - run) * kPageSize, cpu))
+      return fail_send(STATUS_INVALID_PARAMETER);
+    run = i;
+  }
   // Anything else is paged memory: the page list is copied now (the caller's array is its own again when we
   // return) into a list of the MR's slot that the engine takes when it executes the WQE.
   uint8_t page_list = 0;

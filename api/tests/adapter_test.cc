@@ -447,13 +447,15 @@ TEST_F(AdapterTest, BuildLamRefusesARangeOfMorePagesThanALamHolds) {
   EXPECT_EQ(adapter().NdkBuildLam(address, UINT64_MAX - 0xFFF, nullptr, nullptr, lam, &lam_size, &fbo),
             STATUS_INVALID_PARAMETER);
   EXPECT_EQ(lam->AdapterPageCount, 0u) << "nothing written";
-  // The last page of the address space (its last byte excepted: the end must be representable) is one page.
+  // The last page of the address space (its last byte excepted: the end must be representable) is one page, which
+  // the size query says; nothing of the process is mapped there, so the mapping itself is refused (cpu_access.h).
   const auto* top = reinterpret_cast<const void*>(uintptr_t{UINT64_MAX - 0xFFF});
+  lam_size = 0;
+  ASSERT_EQ(adapter().NdkBuildLam(top, 0xFFF, nullptr, nullptr, nullptr, &lam_size, &fbo), STATUS_BUFFER_TOO_SMALL);
+  EXPECT_EQ(lam_size, ndk_lam_size(1));
   lam_size = static_cast<uint32_t>(storage.size() * sizeof(uint64_t));
-  ASSERT_EQ(adapter().NdkBuildLam(top, 0xFFF, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_SUCCESS);
-  EXPECT_EQ(lam->AdapterPageCount, 1u);
-  EXPECT_EQ(lam->AdapterPageArray[0], UINT64_MAX - 0xFFF);
-  EXPECT_EQ(fbo, 0u);
+  EXPECT_EQ(adapter().NdkBuildLam(top, 0xFFF, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_INVALID_PARAMETER);
+  EXPECT_EQ(lam->AdapterPageCount, 0u) << "nothing written";
 }
 
 // ndkpi.md §9.4: registered memory is pinned, and the engines reach it through the CPU, so a range with a page
@@ -477,6 +479,61 @@ TEST_F(AdapterTest, RegisterMrRefusesMemoryThatIsNotMapped) {
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
   EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
   EXPECT_EQ(munmap(bytes, page), 0);
+}
+
+// cpu_access.h: memory the engines could touch only by faulting is refused as well: read-only pages when the MR
+// allows writes, pages with no access at all, and a file mapping's pages past the end of its file. NdkBuildLam
+// refuses what it could not pin.
+TEST_F(AdapterTest, RegisterMrAndBuildLamRefuseMemoryTheEnginesWouldFaultOn) {
+  const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  void* read_only = mmap(nullptr, 2 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  void* no_access = mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(read_only, MAP_FAILED);
+  ASSERT_NE(no_access, MAP_FAILED);
+  char file_name[] = "/tmp/uroce-adapter-test-XXXXXX";
+  const int fd = mkstemp(file_name);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(unlink(file_name), 0);
+  ASSERT_EQ(ftruncate(fd, static_cast<off_t>(page)), 0);  // one page of file under a two-page mapping
+  void* past_eof = mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  ASSERT_NE(past_eof, MAP_FAILED);
+
+  Pd* pd = nullptr;
+  ASSERT_EQ(adapter().NdkCreatePd(nullptr, nullptr, &pd), STATUS_SUCCESS);
+  Mr* mr = nullptr;
+  ASSERT_EQ(pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  for (const uint32_t writes : {uint32_t{NDK_MR_FLAG_ALLOW_LOCAL_WRITE},
+                                uint32_t{NDK_MR_FLAG_ALLOW_REMOTE_WRITE | NDK_MR_FLAG_ALLOW_REMOTE_READ}}) {
+    EXPECT_EQ(mr->NdkRegisterMr(read_only, 2 * page, writes, nullptr, nullptr), STATUS_INVALID_PARAMETER)
+        << "read-only memory, flags " << writes;
+  }
+  EXPECT_EQ(mr->NdkRegisterMr(no_access, page, NDK_MR_FLAG_ALLOW_REMOTE_READ, nullptr, nullptr),
+            STATUS_INVALID_PARAMETER)
+      << "PROT_NONE";
+  EXPECT_EQ(mr->NdkRegisterMr(past_eof, 2 * page, NDK_MR_FLAG_ALLOW_REMOTE_READ, nullptr, nullptr),
+            STATUS_INVALID_PARAMETER)
+      << "a page past the end of the file";
+  ASSERT_EQ(mr->NdkRegisterMr(read_only, 2 * page, NDK_MR_FLAG_ALLOW_REMOTE_READ, nullptr, nullptr), STATUS_SUCCESS)
+      << "read-only memory that only peers' READs reach";
+  EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkRegisterMr(past_eof, page, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr), STATUS_SUCCESS)
+      << "the file's own page";
+  EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+
+  std::array<uint64_t, 8> storage{};
+  auto* lam = reinterpret_cast<NdkLogicalAddressMapping*>(storage.data());
+  uint32_t lam_size = sizeof storage;
+  uint32_t fbo = 0;
+  EXPECT_EQ(adapter().NdkBuildLam(no_access, page, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_INVALID_PARAMETER);
+  lam_size = sizeof storage;
+  EXPECT_EQ(adapter().NdkBuildLam(read_only, 2 * page, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_SUCCESS);
+
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(pd->NdkClosePd(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(munmap(past_eof, 2 * page), 0);
+  EXPECT_EQ(close(fd), 0);
+  EXPECT_EQ(munmap(no_access, page), 0);
+  EXPECT_EQ(munmap(read_only, 2 * page), 0);
 }
 
 TEST_F(AdapterTest, EveryInvalidParameterReturnsAStatus) {

@@ -7,6 +7,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "api/provider.h"
 #include "api/tests/api_players.h"
 
@@ -129,6 +131,50 @@ TEST_F(Memory, InitializeFastRegisterMrInParallelTakesOneSlot) {
     ASSERT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
     EXPECT_EQ(adapter().UroceQueryResources().MemorySlots, slots_before);
   }
+}
+
+// cpu_access.h: NdkFastRegister takes any page list, so it checks that the engines can touch the pages as the
+// registration allows: read-only pages may be fast-registered for peers' READs (and are read end to end), not for
+// writes; a list with a page that is no longer mapped is refused. Nothing is posted for a refused registration.
+TEST_F(Memory, FastRegisterRefusesPagesTheEnginesWouldFaultOn) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  void* mapping = mmap(nullptr, 3 * kPageSize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapping, MAP_FAILED);
+  auto* pages = static_cast<uint8_t*>(mapping);
+  std::memset(pages, 0x5A, 2 * kPageSize);
+  ASSERT_EQ(mprotect(pages, 2 * kPageSize, PROT_READ), 0);
+  ASSERT_EQ(munmap(pages + 2 * kPageSize, kPageSize), 0);
+  const std::array<NdkLogicalAddress, 2> read_only = {reinterpret_cast<uint64_t>(pages),
+                                                      reinterpret_cast<uint64_t>(pages + kPageSize)};
+  const std::array<NdkLogicalAddress, 2> with_a_hole = {reinterpret_cast<uint64_t>(pages),
+                                                        reinterpret_cast<uint64_t>(pages + 2 * kPageSize)};
+  Mr* mr = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(true, nullptr, nullptr, &mr), STATUS_SUCCESS);
+  ASSERT_EQ(mr->NdkInitializeFastRegisterMr(2, true, nullptr, nullptr), STATUS_SUCCESS);
+  for (const uint32_t writes : {uint32_t{NDK_OP_FLAG_ALLOW_REMOTE_WRITE}, uint32_t{NDK_OP_FLAG_ALLOW_LOCAL_WRITE}}) {
+    EXPECT_EQ(b->qp->NdkFastRegister(nullptr, mr, 2, read_only.data(), 0, 2 * kPageSize, pages, writes),
+              STATUS_INVALID_PARAMETER)
+        << "read-only pages, flags " << writes;
+  }
+  EXPECT_EQ(b->qp->NdkFastRegister(nullptr, mr, 2, with_a_hole.data(), 0, 2 * kPageSize, pages,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_READ),
+            STATUS_INVALID_PARAMETER)
+      << "an unmapped page";
+  ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(1), mr, 2, read_only.data(), 0, 2 * kPageSize, pages,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_READ),
+            STATUS_SUCCESS);
+  EXPECT_EQ(context_of(b->result()), 1u) << "the refused registrations posted nothing";
+
+  const NdkSge into = a->sge(0, 2 * kPageSize);
+  ASSERT_EQ(a->qp->NdkRead(reinterpret_cast<void*>(2), &into, 1, reinterpret_cast<uint64_t>(pages),
+                           mr->NdkGetRemoteTokenFromMr(), 0),
+            STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_TRUE(std::all_of(a->buffer, a->buffer + 2 * kPageSize, [](uint8_t v) { return v == 0x5A; }));
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(munmap(pages, 2 * kPageSize), 0);
 }
 
 TEST_F(Memory, ReRegisteringChangesTheTokenAndTheOldOneStopsWorking) {

@@ -1,0 +1,64 @@
+#include "api/cpu_access.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace uroce::ndk::detail {
+
+namespace {
+
+// Whether mappings with the rights `access` needs cover every byte of [begin, end), per /proc/self/maps (sorted by
+// address). The answer when madvise cannot give one: a kernel before 5.14, or a mapping it does not populate
+// (VM_IO or VM_PFNMAP device memory). It cannot see a file mapping's pages past the end of the file.
+bool maps_cover(uint64_t begin, uint64_t end, CpuAccess access) noexcept {
+  const std::unique_ptr<FILE, int (*)(FILE*)> maps(std::fopen("/proc/self/maps", "re"), &std::fclose);
+  if (!maps) return false;
+  uint64_t covered = begin;
+  char line[512];
+  while (covered < end && std::fgets(line, sizeof line, maps.get()) != nullptr) {
+    uint64_t start = 0;
+    uint64_t stop = 0;
+    char perms[5] = {};
+    if (std::sscanf(line, "%" SCNx64 "-%" SCNx64 " %4s", &start, &stop, perms) != 3) return false;
+    if (stop <= covered) continue;
+    if (start > covered) return false;  // a hole
+    if (perms[0] != 'r' || (access == CpuAccess::kReadWrite && perms[1] != 'w')) return false;
+    covered = stop;
+  }
+  return covered >= end;
+}
+
+}  // namespace
+
+bool cpu_can_access(uint64_t address, uint64_t length, CpuAccess access) noexcept {
+  if (length == 0) return true;
+  if (address + length < address) return false;  // wraps around the address space
+  static const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = address - address % page;
+  const uint64_t end = address + length;
+  const int advice = access == CpuAccess::kReadWrite ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  // Faulting the pages in can be interrupted by a signal (EINTR) or race with reclaim (EAGAIN): it is tried again.
+  for (int attempt = 0; attempt < 16; ++attempt) {
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the consumer's address, as it gave it
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) return true;
+    switch (errno) {
+      case EINTR:
+      case EAGAIN:
+        continue;
+      case ENOMEM:  // a page is not mapped, or the range leaves the user address space
+      case EFAULT:  // a page would raise SIGBUS (a file mapping past the end of its file)
+      case EHWPOISON:
+        return false;
+      default:  // EINVAL: a page's protection forbids the access, or the kernel cannot populate the mapping at all
+        return maps_cover(begin, end, access);
+    }
+  }
+  return maps_cover(begin, end, access);
+}
+
+}  // namespace uroce::ndk::detail
