@@ -23,19 +23,19 @@ Crc32Fn function_of(Crc32Impl impl) noexcept {
   return crc32_internal::crc32_portable;
 }
 
-using Crc32ConcatFn = uint32_t (*)(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                                   std::size_t tail_len) noexcept;
+using Crc32MaskedFn = uint32_t (*)(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                   std::size_t mask_len) noexcept;
 
-Crc32ConcatFn concat_function_of(Crc32Impl impl) noexcept {
+Crc32MaskedFn masked_function_of(Crc32Impl impl) noexcept {
   switch (impl) {
     case Crc32Impl::kVpclmul:
-      return crc32_internal::crc32_vpclmul_concat;
+      return crc32_internal::crc32_vpclmul_masked;
     case Crc32Impl::kPclmul:
-      return crc32_internal::crc32_pclmul_concat;
+      return crc32_internal::crc32_pclmul_masked;
     case Crc32Impl::kPortable:
       break;
   }
-  return crc32_internal::crc32_portable_concat;
+  return crc32_internal::crc32_portable_masked;
 }
 
 // The widest variant the CPU has: uroce_bench_crc32's ICRC-shaped cases measured VPCLMULQDQ no slower in
@@ -71,17 +71,17 @@ uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexce
   return fn(crc, data, len);
 }
 
-uint32_t resolve_and_run_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                                std::size_t tail_len) noexcept;
+uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                std::size_t mask_len) noexcept;
 
-// The same for crc32_ieee_concat.
-constinit std::atomic<Crc32ConcatFn> active_concat_fn{&resolve_and_run_concat};
+// The same for crc32_ieee_masked.
+constinit std::atomic<Crc32MaskedFn> active_masked_fn{&resolve_and_run_masked};
 
-uint32_t resolve_and_run_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                                std::size_t tail_len) noexcept {
-  const Crc32ConcatFn fn = concat_function_of(best_impl());
-  active_concat_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, head, head_len, tail, tail_len);
+uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                std::size_t mask_len) noexcept {
+  const Crc32MaskedFn fn = masked_function_of(best_impl());
+  active_masked_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, data, len, mask, mask_len);
 }
 
 }  // namespace
@@ -94,14 +94,14 @@ uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::si
   return function_of(impl)(crc, data, len);
 }
 
-uint32_t crc32_ieee_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                           std::size_t tail_len) noexcept {
-  return active_concat_fn.load(std::memory_order_relaxed)(crc, head, head_len, tail, tail_len);
+uint32_t crc32_ieee_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                           std::size_t mask_len) noexcept {
+  return active_masked_fn.load(std::memory_order_relaxed)(crc, data, len, mask, mask_len);
 }
 
-uint32_t crc32_ieee_concat_with(Crc32Impl impl, uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                                std::size_t tail_len) noexcept {
-  return concat_function_of(impl)(crc, head, head_len, tail, tail_len);
+uint32_t crc32_ieee_masked_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                std::size_t mask_len) noexcept {
+  return masked_function_of(impl)(crc, data, len, mask, mask_len);
 }
 
 bool crc32_impl_supported(Crc32Impl impl) noexcept {

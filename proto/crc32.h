@@ -22,14 +22,14 @@ enum class Crc32Impl : uint8_t { kPortable, kPclmul, kVpclmul };
 // (0 to start). Uses the fastest implementation this CPU supports.
 uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept;
 
-// The CRC of `head` followed by `tail`, continuing from `crc`: the value of
-// crc32_ieee(crc32_ieee(crc, head, head_len), tail, tail_len), in one pass (one fold chain and
-// one final reduction instead of two). For headers assembled apart from the rest of a packet
-// (the ICRC's masked headers).
-// Preconditions: head_len is a non-zero multiple of 16; the 16 bytes that end at
-// tail + tail_len are readable (the tail lies inside a packet): a short last block is loaded whole.
-uint32_t crc32_ieee_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                           std::size_t tail_len) noexcept;
+// The CRC of `len` bytes at `data`, continuing from `crc`, as if their first `mask_len` bytes had been ORed
+// with `mask` first: crc32_ieee(crc, masked, len) where masked[i] = data[i] | (i < mask_len ? mask[i] : 0).
+// Nothing is written: the masked bytes exist only in registers, in one fold chain (the ICRC's masked IP, UDP
+// and BTH fields, proto/icrc.cc). The first mask_len bytes are read in 16-byte loads, each of which forwards
+// from a 16-byte store that wrote the same block (PacketTemplate::stamp).
+// Preconditions: mask_len is 16, 32, 48 or 64, and len >= mask_len.
+uint32_t crc32_ieee_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                           std::size_t mask_len) noexcept;
 
 // The CRC of `len` bytes at `src`, continuing from `crc`, computed while copying them to `dst`: each source
 // byte is loaded once, stored from the register it was loaded into and folded from there (the RX path checks
@@ -40,8 +40,8 @@ uint32_t crc32_ieee_copy(uint32_t crc, void* dst, const void* src, std::size_t l
 // The same with a chosen implementation; for tests and benchmarks.
 // Precondition: crc32_impl_supported(impl).
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept;
-uint32_t crc32_ieee_concat_with(Crc32Impl impl, uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                                std::size_t tail_len) noexcept;
+uint32_t crc32_ieee_masked_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                std::size_t mask_len) noexcept;
 uint32_t crc32_ieee_copy_with(Crc32Impl impl, uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 
 [[nodiscard]] bool crc32_impl_supported(Crc32Impl impl) noexcept;

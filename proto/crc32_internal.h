@@ -23,13 +23,13 @@ uint32_t portable_update(uint32_t state, const uint8_t* data, std::size_t len) n
 uint32_t crc32_portable(uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept;
-// crc32_ieee_concat's contract, one per variant.
-uint32_t crc32_portable_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                               std::size_t tail_len) noexcept;
-uint32_t crc32_pclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                             std::size_t tail_len) noexcept;
-uint32_t crc32_vpclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                              std::size_t tail_len) noexcept;
+// crc32_ieee_masked's contract, one per variant.
+uint32_t crc32_portable_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                               std::size_t mask_len) noexcept;
+uint32_t crc32_pclmul_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                             std::size_t mask_len) noexcept;
+uint32_t crc32_vpclmul_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                              std::size_t mask_len) noexcept;
 
 // ---- Folding constants --------------------------------------------------------------
 //
@@ -191,11 +191,15 @@ alignas(64) inline constexpr uint8_t kShiftTable[48] = {
   return _mm_xor_si128(load_block(p), _mm_cvtsi32_si128(static_cast<int>(~crc)));
 }
 
-// The folded state after `head` (head_len a non-zero multiple of 16), starting from `crc`.
-[[gnu::always_inline]] inline __m128i fold_head(const uint8_t* head, std::size_t head_len, uint32_t crc) noexcept {
+// The folded state after the first `mask_len` bytes of `p` (a non-zero multiple of 16), each ORed with its byte of
+// `mask`, starting from `crc` (crc32_ieee_masked).
+[[gnu::always_inline]] inline __m128i fold_masked_head(const uint8_t* p, const uint8_t* mask, std::size_t mask_len,
+                                                       uint32_t crc) noexcept {
   const __m128i k128 = fold_pair(kFold128Hi, kFold128Lo);
-  __m128i acc = first_block(head, crc);
-  for (std::size_t i = 16; i < head_len; i += 16) acc = _mm_xor_si128(fold(acc, k128), load_block(head + i));
+  __m128i acc = _mm_xor_si128(_mm_or_si128(load_block(p), load_block(mask)), _mm_cvtsi32_si128(static_cast<int>(~crc)));
+  for (std::size_t i = 16; i < mask_len; i += 16) {
+    acc = _mm_xor_si128(fold(acc, k128), _mm_or_si128(load_block(p + i), load_block(mask + i)));
+  }
   return acc;
 }
 

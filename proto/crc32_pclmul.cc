@@ -3,8 +3,8 @@
 //
 // Four independent 128-bit accumulators each jump 512 bits ahead per 64-byte step (so the
 // multiplies of one step overlap), then merge into one, absorb the rest 16 bytes at a time,
-// and reduce to 32 bits. The math is in crc32_internal.h. The concatenating form folds its
-// head 16 bytes at a time and goes on into the tail with the same chain.
+// and reduce to 32 bits. The math is in crc32_internal.h. The masked form folds its masked
+// head 16 bytes at a time and goes on into the rest with the same chain.
 #include <cstddef>
 #include <cstdint>
 
@@ -49,10 +49,10 @@ uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept 
   return fold_on(first_block(p, crc), p + 16, p + len);
 }
 
-uint32_t crc32_pclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                             std::size_t tail_len) noexcept {
-  const auto* t = static_cast<const uint8_t*>(tail);
-  return fold_on(fold_head(static_cast<const uint8_t*>(head), head_len, crc), t, t + tail_len);
+uint32_t crc32_pclmul_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                             std::size_t mask_len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  return fold_on(fold_masked_head(p, static_cast<const uint8_t*>(mask), mask_len, crc), p + mask_len, p + len);
 }
 
 }  // namespace uroce::proto::crc32_internal

@@ -55,10 +55,14 @@ uint32_t crc32_portable(uint32_t crc, const void* data, std::size_t len) noexcep
   return ~portable_update(~crc, static_cast<const uint8_t*>(data), len);
 }
 
-uint32_t crc32_portable_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                               std::size_t tail_len) noexcept {
-  const uint32_t state = portable_update(~crc, static_cast<const uint8_t*>(head), head_len);
-  return ~portable_update(state, static_cast<const uint8_t*>(tail), tail_len);
+uint32_t crc32_portable_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                               std::size_t mask_len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  const auto* m = static_cast<const uint8_t*>(mask);
+  uint8_t head[64];
+  for (std::size_t i = 0; i < mask_len; ++i) head[i] = static_cast<uint8_t>(p[i] | m[i]);
+  const uint32_t state = portable_update(~crc, head, mask_len);
+  return ~portable_update(state, p + mask_len, len - mask_len);
 }
 
 }  // namespace uroce::proto::crc32_internal

@@ -139,29 +139,22 @@ uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept
   return fold_wide_on(z0, p + 64, end);
 }
 
-uint32_t crc32_vpclmul_concat(uint32_t crc, const void* head, std::size_t head_len, const void* tail,
-                              std::size_t tail_len) noexcept {
-  const auto* h = static_cast<const uint8_t*>(head);
-  const auto* p = static_cast<const uint8_t*>(tail);
-  const uint8_t* const end = p + tail_len;
+uint32_t crc32_vpclmul_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                              std::size_t mask_len) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  const auto* m = static_cast<const uint8_t*>(mask);
+  const uint8_t* const end = p + len;
+  if (len < 64) return finish(fold_masked_head(p, m, mask_len, crc), p + mask_len, end);
+  // The masked head (48 bytes for IPv4, 64 for IPv6) goes straight into the first wide block, so no multiply
+  // waits on it: a short packet's CRC is then one wide fold, the lane merge and the reduction. The data is read
+  // in 16-byte loads, one per block: PacketTemplate::stamp has just written the head in 16-byte stores, and a
+  // wider load spanning two of them cannot be forwarded from the store buffer; it would wait for both stores
+  // to retire. The mask's blocks past mask_len are zero (a masked load), and the start register goes into the
+  // first 4 bytes in the same instruction that ORs the mask in: (data | mask) ^ start.
+  const __m512i masks = _mm512_maskz_loadu_epi64(static_cast<__mmask8>((1u << (mask_len / 8)) - 1), m);
   const __m512i start = _mm512_zextsi128_si512(_mm_cvtsi32_si128(static_cast<int>(~crc)));
-  // The ICRC's heads (48 bytes for IPv4, 64 for IPv6) go straight into the first wide block,
-  // so no multiply waits on them: a short packet's CRC is then one wide fold, the lane merge
-  // and the reduction, instead of a 128-bit fold per head block in front of those.
-  // The head is read in 16-byte loads, one per block: icrc.cc has just written it in 16-byte stores, and a
-  // wider load spanning two of them cannot be forwarded from the store buffer; it would wait for both
-  // stores to retire (about 13 ns per 64 B packet parse in uroce_bench_packet).
-  if (head_len == 64) {
-    return fold_wide_on(_mm512_xor_si512(four_blocks(h, h + 16, h + 32, h + 48), start), p, end);
-  }
-  if (head_len == 48 && tail_len >= 16) {
-    return fold_wide_on(_mm512_xor_si512(four_blocks(h, h + 16, h + 32, p), start), p + 16, end);
-  }
-  const __m128i x0 = fold_head(h, head_len, crc);
-  if (tail_len < 64) return finish(x0, p, end);
-  // The head's state moves one block on, into lane 0 of the first wide block of the tail.
-  const __m512i z0 =
-      _mm512_xor_si512(load_wide(p), _mm512_zextsi128_si512(fold(x0, fold_pair(kFold128Hi, kFold128Lo))));
+  constexpr int kOrThenXor = 0x56;  // (A | B) ^ C over the truth-table inputs A = 0xF0, B = 0xCC, C = 0xAA
+  const __m512i z0 = _mm512_ternarylogic_epi64(four_blocks(p, p + 16, p + 32, p + 48), masks, start, kOrThenXor);
   return fold_wide_on(z0, p + 64, end);
 }
 

@@ -110,19 +110,21 @@ TEST_P(Crc32ImplTest, ChainingEqualsOneShot) {
   EXPECT_EQ(running, whole);
 }
 
-// A head of whole blocks in one buffer and a tail inside another (as the ICRC's masked headers and
-// the rest of the packet): one pass equals the two chained calls, at every tail length.
-TEST_P(Crc32ImplTest, ConcatEqualsChaining) {
-  const uint8_t* tail_buffer = data_.data() + 1000;
+// The first mask_len bytes ORed with a mask in registers (the ICRC's masked fields): equal to the CRC of a
+// masked copy, at every length from the mask's to past the wide loop's, and nothing is written.
+TEST_P(Crc32ImplTest, MaskedEqualsTheCrcOfAMaskedCopy) {
   const uint32_t start = nonzero_crc();
-  for (const std::size_t head_len : {16, 32, 48, 64, 256}) {
-    alignas(16) uint8_t head[256];
-    std::memcpy(head, data_.data() + 7, head_len);
-    for (std::size_t tail_len = 0; tail_len <= 700; ++tail_len) {
-      const uint8_t* tail = tail_buffer + 16;  // 16 readable bytes before it, as the contract asks
-      const uint32_t chained = zlib_crc(zlib_crc(start, head, head_len), tail, tail_len);
-      EXPECT_EQ(crc32_ieee_concat_with(GetParam(), start, head, head_len, tail, tail_len), chained)
-          << "head " << head_len << ", tail " << tail_len;
+  std::array<uint8_t, 64> mask{};
+  for (std::size_t i = 0; i < mask.size(); ++i) mask[i] = static_cast<uint8_t>(i % 3 == 0 ? 0xFF : 1u << (i % 8));
+  std::vector<uint8_t> copy(1024);
+  for (const std::size_t mask_len : {16, 32, 48, 64}) {
+    for (std::size_t len = mask_len; len <= 700; ++len) {
+      const uint8_t* data = data_.data() + 3;
+      std::memcpy(copy.data(), data, len);
+      for (std::size_t i = 0; i < mask_len; ++i) copy[i] |= mask[i];
+      const uint32_t expected = zlib_crc(start, copy.data(), len);
+      EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, data, len, mask.data(), mask_len), expected)
+          << "mask " << mask_len << ", length " << len;
     }
   }
 }
@@ -142,6 +144,17 @@ TEST_P(Crc32ImplTest, ReadsNothingOutsideTheBuffer) {
     const uint32_t start = nonzero_crc();
     EXPECT_EQ(crc(start, first, len), zlib_crc(start, first, len)) << "at page start, len " << len;
     EXPECT_EQ(crc(start, last_end - len, len), zlib_crc(start, last_end - len, len)) << "at page end, len " << len;
+  }
+  // The masked form with a 48-byte mask (IPv4's) of zeros, at both edges: the mask's 64-byte load stops at 48.
+  const std::array<uint8_t, 48> zeros{};
+  for (std::size_t len = zeros.size(); len <= 600; ++len) {
+    const uint32_t start = nonzero_crc();
+    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, first, len, zeros.data(), zeros.size()),
+              zlib_crc(start, first, len))
+        << "masked, at page start, len " << len;
+    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, last_end - len, len, zeros.data(), zeros.size()),
+              zlib_crc(start, last_end - len, len))
+        << "masked, at page end, len " << len;
   }
   ASSERT_EQ(munmap(map, 3 * page), 0);
 }
