@@ -382,7 +382,7 @@ NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, Reque
   }
   // ndkpi.md §9.6: mapping pins the pages, which fails for pages that are not there (cpu_access.h). Whether they
   // may be written is known only when NdkFastRegister gives the access, and it checks again then.
-  if (!cpu_can_access(first, length, CpuAccess::kRead)) return STATUS_INVALID_PARAMETER;
+  if (const NTSTATUS s = status_of(check_cpu_access(first, length, CpuAccess::kRead)); s != STATUS_SUCCESS) return s;
   lam->AdapterContext = nullptr;
   lam->AdapterPageCount = static_cast<uint32_t>(pages);
   // The array runs past its declared bound into the consumer's buffer, as NDK's does.

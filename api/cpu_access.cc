@@ -3,24 +3,38 @@
 #include <cerrno>
 #include <cinttypes>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 
 #include <sys/mman.h>
 #include <unistd.h>
+
+// Linux 5.14's values (asm-generic/mman-common.h), for headers older than the kernel they run on: such a kernel
+// answers EINVAL, and /proc/self/maps decides.
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
 
 namespace uroce::ndk::detail {
 
 namespace {
 
 // Whether mappings with the rights `access` needs cover every byte of [begin, end), per /proc/self/maps (sorted by
-// address). The answer when madvise cannot give one: a kernel before 5.14, or a mapping it does not populate
+// address). The answer where madvise cannot give one: a kernel before 5.14, or a mapping it does not populate
 // (VM_IO or VM_PFNMAP device memory). It cannot see a file mapping's pages past the end of the file.
 bool maps_cover(uint64_t begin, uint64_t end, CpuAccess access) noexcept {
   const std::unique_ptr<FILE, int (*)(FILE*)> maps(std::fopen("/proc/self/maps", "re"), &std::fclose);
   if (!maps) return false;
   uint64_t covered = begin;
-  char line[512];
+  char line[256];  // the address range and the rights lead every line; a long path is read past in pieces
+  bool line_start = true;
   while (covered < end && std::fgets(line, sizeof line, maps.get()) != nullptr) {
+    const bool starts_a_line = line_start;
+    line_start = std::strchr(line, '\n') != nullptr;
+    if (!starts_a_line) continue;  // the rest of a long line
     uint64_t start = 0;
     uint64_t stop = 0;
     char perms[5] = {};
@@ -33,11 +47,15 @@ bool maps_cover(uint64_t begin, uint64_t end, CpuAccess access) noexcept {
   return covered >= end;
 }
 
+CpuAccessCheck per_maps(uint64_t begin, uint64_t end, CpuAccess access) noexcept {
+  return maps_cover(begin, end, access) ? CpuAccessCheck::kAccessible : CpuAccessCheck::kNotAccessible;
+}
+
 }  // namespace
 
-bool cpu_can_access(uint64_t address, uint64_t length, CpuAccess access) noexcept {
-  if (length == 0) return true;
-  if (address + length < address) return false;  // wraps around the address space
+CpuAccessCheck check_cpu_access(uint64_t address, uint64_t length, CpuAccess access) noexcept {
+  if (length == 0) return CpuAccessCheck::kAccessible;
+  if (address + length < address) return CpuAccessCheck::kNotAccessible;  // wraps around the address space
   static const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t begin = address - address % page;
   const uint64_t end = address + length;
@@ -45,20 +63,21 @@ bool cpu_can_access(uint64_t address, uint64_t length, CpuAccess access) noexcep
   // Faulting the pages in can be interrupted by a signal (EINTR) or race with reclaim (EAGAIN): it is tried again.
   for (int attempt = 0; attempt < 16; ++attempt) {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the consumer's address, as it gave it
-    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) return true;
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) return CpuAccessCheck::kAccessible;
     switch (errno) {
       case EINTR:
       case EAGAIN:
         continue;
-      case ENOMEM:  // a page is not mapped, or the range leaves the user address space
+      case ENOMEM:  // a page is not mapped (or the range leaves the user address space), or no memory for it
+        return maps_cover(begin, end, access) ? CpuAccessCheck::kNoMemory : CpuAccessCheck::kNotAccessible;
       case EFAULT:  // a page would raise SIGBUS (a file mapping past the end of its file)
       case EHWPOISON:
-        return false;
+        return CpuAccessCheck::kNotAccessible;
       default:  // EINVAL: a page's protection forbids the access, or the kernel cannot populate the mapping at all
-        return maps_cover(begin, end, access);
+        return per_maps(begin, end, access);
     }
   }
-  return maps_cover(begin, end, access);
+  return per_maps(begin, end, access);
 }
 
 }  // namespace uroce::ndk::detail

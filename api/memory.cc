@@ -103,9 +103,10 @@ NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags
   const uint32_t access = access_of_mr_flags(flags);
   // ndkpi.md §9.4: the memory is pinned at registration, which fails for pages that are not there, and for read-only
   // pages when the MR allows writes (cpu_access.h: otherwise an engine faults when a peer's WRITE or READ arrives).
-  if (!cpu_can_access(reinterpret_cast<uint64_t>(address), length,
-                      (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead))
-    return STATUS_INVALID_PARAMETER;
+  const CpuAccess cpu = (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead;
+  if (const NTSTATUS s = status_of(check_cpu_access(reinterpret_cast<uint64_t>(address), length, cpu));
+      s != STATUS_SUCCESS)
+    return s;
   auto token = pd_.adapter().transport().register_memory(reinterpret_cast<uint64_t>(address), length, access, pd_.id());
   if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
   address_ = reinterpret_cast<uint64_t>(address);

@@ -450,8 +450,9 @@ NTSTATUS QpImpl::NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter
   const uint64_t used_pages = (fbo + length - 1) / kPageSize + 1;
   for (uint64_t run = 0, i = 1; i <= used_pages; ++i) {
     if (i < used_pages && adapter_page_array[i] == adapter_page_array[i - 1] + kPageSize) continue;
-    if (!cpu_can_access(adapter_page_array[run], (i - run) * kPageSize, cpu))
-      return fail_send(STATUS_INVALID_PARAMETER);
+    if (const NTSTATUS s = status_of(check_cpu_access(adapter_page_array[run], (i - run) * kPageSize, cpu));
+        s != STATUS_SUCCESS)
+      return fail_send(s);
     run = i;
   }
   // Anything else is paged memory: the page list is copied now (the caller's array is its own again when we
