@@ -2,6 +2,7 @@
 #include "proto/crc32.h"
 
 #include <atomic>
+#include <cassert>
 #include <cstdlib>
 
 #include "proto/crc32_internal.h"
@@ -96,11 +97,13 @@ uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::si
 
 uint32_t crc32_ieee_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                            std::size_t mask_len) noexcept {
+  assert(mask_len != 0 && mask_len % 16 == 0 && mask_len <= 64 && len >= mask_len);
   return active_masked_fn.load(std::memory_order_relaxed)(crc, data, len, mask, mask_len);
 }
 
 uint32_t crc32_ieee_masked_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len, const void* mask,
                                 std::size_t mask_len) noexcept {
+  assert(mask_len != 0 && mask_len % 16 == 0 && mask_len <= 64 && len >= mask_len);
   return masked_function_of(impl)(crc, data, len, mask, mask_len);
 }
 

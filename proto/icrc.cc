@@ -15,8 +15,8 @@ namespace {
 // exactly 3 blocks. IPv6: 8 + 40 + 8 + 12 = 68: 4 blocks, and the BTH's last 4 bytes (no masked
 // field there) go with the rest of the packet.
 struct CoveredHead {
-  std::size_t size;              // bytes from l3 - 8, a multiple of 16
-  std::array<uint8_t, 64> mask;  // ones where a byte is masked (or stands for the LRH)
+  std::size_t size;                          // bytes from l3 - 8, a multiple of 16
+  alignas(64) std::array<uint8_t, 64> mask;  // ones where a byte is masked (or stands for the LRH); one line
 };
 
 constexpr CoveredHead kIpv4Head = [] {

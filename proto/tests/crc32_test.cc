@@ -145,16 +145,20 @@ TEST_P(Crc32ImplTest, ReadsNothingOutsideTheBuffer) {
     EXPECT_EQ(crc(start, first, len), zlib_crc(start, first, len)) << "at page start, len " << len;
     EXPECT_EQ(crc(start, last_end - len, len), zlib_crc(start, last_end - len, len)) << "at page end, len " << len;
   }
-  // The masked form with a 48-byte mask (IPv4's) of zeros, at both edges: the mask's 64-byte load stops at 48.
-  const std::array<uint8_t, 48> zeros{};
-  for (std::size_t len = zeros.size(); len <= 600; ++len) {
+  // The masked form with a 48-byte mask (IPv4's) of zeros: the data at the page's start with the mask against the
+  // guard page after it (its 64-byte load must stop at 48), and the data against that guard page with the mask at
+  // the page's start.
+  constexpr std::size_t kMaskLen = 48;
+  uint8_t* const mask_at_end = last_end - kMaskLen;
+  std::memset(mask_at_end, 0, kMaskLen);
+  std::memset(first, 0, kMaskLen);
+  for (std::size_t len = kMaskLen; len <= 600; ++len) {
     const uint32_t start = nonzero_crc();
-    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, first, len, zeros.data(), zeros.size()),
-              zlib_crc(start, first, len))
-        << "masked, at page start, len " << len;
-    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, last_end - len, len, zeros.data(), zeros.size()),
+    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, first, len, mask_at_end, kMaskLen), zlib_crc(start, first, len))
+        << "masked, data at page start, len " << len;
+    EXPECT_EQ(crc32_ieee_masked_with(GetParam(), start, last_end - len, len, first, kMaskLen),
               zlib_crc(start, last_end - len, len))
-        << "masked, at page end, len " << len;
+        << "masked, data at page end, len " << len;
   }
   ASSERT_EQ(munmap(map, 3 * page), 0);
 }
