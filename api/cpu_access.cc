@@ -59,11 +59,21 @@ CpuAccessCheck check_cpu_access(uint64_t address, uint64_t length, CpuAccess acc
   static const auto page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
   const uint64_t begin = address - address % page;
   const uint64_t end = address + length;
-  const int advice = access == CpuAccess::kReadWrite ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
+  // Faulting pages in for writing allocates them. Above kMaxWritePopulate bytes (an NVMe-oF target's queue buffers,
+  // registered when a host connects, before it sends a command) that would commit memory a peer's connection
+  // request alone could claim: such a range is faulted in for reading (which maps anonymous memory to the shared
+  // zero page and finds unmapped pages and pages past a file's end alike), and /proc/self/maps says whether it
+  // may be written.
+  constexpr uint64_t kMaxWritePopulate = uint64_t{1} << 20;
+  const bool write_by_maps = access == CpuAccess::kReadWrite && end - begin > kMaxWritePopulate;
+  const int advice = access == CpuAccess::kReadWrite && !write_by_maps ? MADV_POPULATE_WRITE : MADV_POPULATE_READ;
   // Faulting the pages in can be interrupted by a signal (EINTR) or race with reclaim (EAGAIN): it is tried again.
   for (int attempt = 0; attempt < 16; ++attempt) {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the consumer's address, as it gave it
-    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) return CpuAccessCheck::kAccessible;
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) {
+      if (write_by_maps && !maps_cover(begin, end, access)) return CpuAccessCheck::kNotAccessible;
+      return CpuAccessCheck::kAccessible;
+    }
     switch (errno) {
       case EINTR:
       case EAGAIN:

@@ -8,7 +8,8 @@
 // peer chooses to touch it. ibv_reg_mr refuses such memory because pinning it (get_user_pages) fails; here the
 // kernel faults the pages in as the engines will use them (madvise MADV_POPULATE_READ / MADV_POPULATE_WRITE,
 // Linux 5.14), which fails for exactly those pages, and leaves them present as a pin would. Populating writable
-// memory allocates its pages (and dirties a shared file mapping's), as pinning does.
+// memory allocates its pages (and dirties a shared file mapping's), as pinning does; above 1 MiB a writable range
+// is populated for reading only, and /proc/self/maps says whether it may be written (cpu_access.cc).
 #pragma once
 
 #include <cstdint>

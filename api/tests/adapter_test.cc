@@ -519,6 +519,34 @@ TEST_F(AdapterTest, RegisterMrAndBuildLamRefuseMemoryTheEnginesWouldFaultOn) {
   ASSERT_EQ(mr->NdkRegisterMr(past_eof, page, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr), STATUS_SUCCESS)
       << "the file's own page";
   EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  // Above 1 MiB a writable range is checked without allocating its pages (/proc/self/maps for the rights).
+  constexpr std::size_t kLarge = std::size_t{4} << 20;
+  void* large = mmap(nullptr, kLarge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(large, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<uint8_t*>(large) + kLarge - page, page, PROT_READ), 0);
+  EXPECT_EQ(mr->NdkRegisterMr(large, kLarge, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr), STATUS_INVALID_PARAMETER)
+      << "a large range whose last page is read-only";
+  ASSERT_EQ(mr->NdkRegisterMr(large, kLarge - page, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr), STATUS_SUCCESS)
+      << "the writable part";
+  EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(munmap(large, kLarge), 0);
+  // ... and none of its pages is allocated by the registration: a peer's connection request that makes a target
+  // register its queue buffers must not commit them (RssAnon: resident anonymous memory, the zero page excluded).
+  const auto rss_anon_kib = [] {
+    std::ifstream status("/proc/self/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("RssAnon:", 0) == 0) return std::stoll(line.substr(8));
+    }
+    return -1LL;
+  };
+  constexpr std::size_t kHuge = std::size_t{256} << 20;
+  void* untouched = mmap(nullptr, kHuge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(untouched, MAP_FAILED);
+  const long long before = rss_anon_kib();
+  ASSERT_EQ(mr->NdkRegisterMr(untouched, kHuge, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_LT(rss_anon_kib() - before, 64 * 1024) << "KiB made resident by registering 256 MiB";
+  EXPECT_EQ(mr->NdkDeregisterMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(munmap(untouched, kHuge), 0);
 
   std::array<uint64_t, 8> storage{};
   auto* lam = reinterpret_cast<NdkLogicalAddressMapping*>(storage.data());
