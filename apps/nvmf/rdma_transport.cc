@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <variant>
 
@@ -125,6 +126,12 @@ class RdmaQueue {
   }
   // No backend holds one of its data buffers: it may close.
   [[nodiscard]] bool drained() const { return queue_->in_flight() == 0; }
+  // Starts no command from now on (the target is stopping): capsules that arrive are dropped, and their receives
+  // are not posted again.
+  void stop_intake() { intake_stopped_ = true; }
+  // A backend still holds the queue's buffers when it must go (the target's stop timed out): they outlive the queue,
+  // kept where nothing frees them, rather than be freed under the backend.
+  void abandon_buffers();
   // Closing without blocking the poller: begin_close() sends the DREQ (or ends a connection the host already
   // ended) and returns at once; the queue may be destroyed once close_settled() says the DREP came or
   // kDisconnectTimeout passed. Other connections are served meanwhile: a host that went silent (keep-alive
@@ -154,6 +161,7 @@ class RdmaQueue {
   void post_read(uint32_t slot, TransportCounters& counters);
   void respond(uint32_t slot, const CommandResult& result, TransportCounters& counters);
   void fail() { failed_ = true; }
+  [[nodiscard]] bool takes_commands() const { return !intake_stopped_; }
   static void on_disconnect(void* context) {
     static_cast<RdmaQueue*>(context)->peer_gone_.store(true, std::memory_order_relaxed);
   }
@@ -165,6 +173,7 @@ class RdmaQueue {
   uint32_t capsule_size_ = 0;  // SQE plus in-capsule data (I/O queues)
   uint32_t data_size_ = 0;     // per slot: the largest transfer (MDTS)
   std::unique_ptr<uint8_t, decltype(&std::free)> memory_{nullptr, &std::free};
+  bool intake_stopped_ = false;
   Cq* recv_cq_ = nullptr;
   Cq* send_cq_ = nullptr;
   Pd* pd_ = nullptr;
@@ -266,6 +275,20 @@ void RdmaQueue::begin_close(Clock::time_point now) {
   if (s != STATUS_PENDING) apps::Request::complete(&disconnected_, s);
 }
 
+namespace {
+
+// Buffers of queues that closed while a backend still held them: reachable, never freed, so that whatever the
+// backend still reads or writes lands in memory nobody else was given.
+std::mutex g_abandoned_mutex;
+std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> g_abandoned;
+
+}  // namespace
+
+void RdmaQueue::abandon_buffers() {
+  const std::lock_guard lock(g_abandoned_mutex);
+  g_abandoned.push_back(std::move(memory_));
+}
+
 RdmaQueue::~RdmaQueue() {
   begin_close(Clock::now());  // a queue destroyed without begin_close() still sends its DREQ
   // Closing the connector cancels a disconnect still waiting for its DREP; no callback runs after it returns.
@@ -303,7 +326,7 @@ bool RdmaQueue::poll(TransportCounters& counters) {
           break;
         case Work::kResponse:
           free_slots_.push_back(slot);
-          if (!held_capsules_.empty()) {
+          if (!held_capsules_.empty() && takes_commands()) {
             const HeldCapsule held = held_capsules_.pop();
             start_command(held.buffer, held.length, counters);
           }
@@ -334,6 +357,12 @@ bool RdmaQueue::poll(TransportCounters& counters) {
 
 void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters) {
   ++counters.capsules;
+  // A stopping target starts nothing new: a host that kept sending would otherwise keep its commands running (and
+  // the queue's buffers in use) for as long as it liked.
+  if (!takes_commands()) {
+    ++counters.capsules_dropped;
+    return;
+  }
   // A capsule shorter than an SQE: nothing to answer, as nvmet drops it. The receive goes back.
   if (length < kSqeSize) {
     ++counters.bad_capsules;
@@ -442,14 +471,15 @@ void RdmaQueue::respond(uint32_t slot, const CommandResult& result, TransportCou
 // ---------------------------------------------------------------------------------------------- transport
 
 std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget& target,
-                                                    const std::vector<sockaddr_storage>& listen, std::string& error) {
+                                                    const std::vector<sockaddr_storage>& listen, std::string& error,
+                                                    std::chrono::milliseconds stop_timeout) {
   NdkAdapterInfo info{};
   uint32_t info_size = sizeof info;
   if (const NTSTATUS s = adapter.NdkQueryAdapterInfo(&info, &info_size); s != STATUS_SUCCESS) {
     error = std::string("NdkQueryAdapterInfo: ") + NdkStatusName(s);
     return nullptr;
   }
-  std::unique_ptr<RdmaTransport> t(new RdmaTransport(adapter, target, info.MaxOutboundReadLimit));
+  std::unique_ptr<RdmaTransport> t(new RdmaTransport(adapter, target, info.MaxOutboundReadLimit, stop_timeout));
   for (const sockaddr_storage& address : listen) {
     std::unique_ptr<apps::CmListener> l = apps::CmListener::listen(adapter, address, error);
     if (!l) return nullptr;
@@ -458,20 +488,29 @@ std::unique_ptr<RdmaTransport> RdmaTransport::start(Adapter& adapter, NvmfTarget
   return t;
 }
 
-RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target, uint32_t max_reads)
-    : adapter_(adapter), target_(target), max_reads_(max_reads) {}
+RdmaTransport::RdmaTransport(Adapter& adapter, NvmfTarget& target, uint32_t max_reads,
+                             std::chrono::milliseconds stop_timeout)
+    : adapter_(adapter), target_(target), max_reads_(max_reads), stop_timeout_(stop_timeout) {}
 
 RdmaTransport::~RdmaTransport() {
-  // Backends still writing into queues' buffers finish first (teardown: a bounded wait).
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  // No queue starts another command; those backends still run finish first, their responses still sent, for
+  // stop_timeout_ at most. The queues used to keep taking commands here, so a host that kept its queue full kept
+  // the drain going to its deadline, and the buffers were then freed under the backend's I/O.
+  for (auto& q : queues_) q->stop_intake();
+  const auto deadline = Clock::now() + stop_timeout_;
   auto drained = [this] { return std::all_of(queues_.begin(), queues_.end(), [](auto& q) { return q->drained(); }); };
   while (!drained() && Clock::now() < deadline) {
-    if (target_.poll() == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
-    for (auto& q : queues_) (void)q->poll(counters_);
+    bool busy = target_.poll() != 0;  // backend completions, to each command's queue
+    for (auto& q : queues_) busy |= q->poll(counters_);
+    if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   // Every queue's DREQ goes out at once, and the hosts answer in parallel: one wait of kDisconnectTimeout at
-  // most, however many hosts went silent.
+  // most, however many hosts went silent. A queue whose buffers a backend still holds leaves them allocated.
   for (auto& q : queues_) {
+    if (!q->drained()) {
+      q->abandon_buffers();
+      ++counters_.buffers_abandoned;
+    }
     q->begin_close(Clock::now());
     closing_.push_back(std::move(q));
   }

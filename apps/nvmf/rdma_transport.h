@@ -59,8 +59,10 @@ struct TransportCounters {
   uint64_t connect_timeouts = 0;  // queues closed for want of a Fabrics Connect within limits.connect_timeout_ms
   uint64_t queues_closed = 0;
   uint64_t capsules = 0;
-  uint64_t bad_capsules = 0;   // shorter than an SQE: dropped, as nvmet does
-  uint64_t capsules_held = 0;  // came while every command slot was taken: waited for one
+  uint64_t bad_capsules = 0;       // shorter than an SQE: dropped, as nvmet does
+  uint64_t capsules_held = 0;      // came while every command slot was taken: waited for one
+  uint64_t capsules_dropped = 0;   // came while the target was stopping: no command started
+  uint64_t buffers_abandoned = 0;  // queues whose buffers a backend still held when the target's stop timed out
   uint64_t rdma_reads = 0;
   uint64_t rdma_writes = 0;
   uint64_t send_with_invalidate = 0;
@@ -71,10 +73,14 @@ class RdmaQueue;
 class RdmaTransport {
  public:
   // Listens on every address in `listen` (port included) through `adapter`.
-  [[nodiscard]] static std::unique_ptr<RdmaTransport> start(ndk::Adapter& adapter, NvmfTarget& target,
-                                                            const std::vector<sockaddr_storage>& listen,
-                                                            std::string& error);
-  ~RdmaTransport();  // disconnects every queue
+  // Its end waits up to `stop_timeout` for the commands backends still run (their data buffers are the queues').
+  [[nodiscard]] static std::unique_ptr<RdmaTransport> start(
+      ndk::Adapter& adapter, NvmfTarget& target, const std::vector<sockaddr_storage>& listen, std::string& error,
+      std::chrono::milliseconds stop_timeout = std::chrono::seconds(30));
+  // Disconnects every queue. No queue starts a command from then on; commands that backends still run finish
+  // first (their responses sent), for stop_timeout at most, and a queue whose buffers a backend holds after that
+  // leaves them allocated.
+  ~RdmaTransport();
   RdmaTransport(const RdmaTransport&) = delete;
   RdmaTransport& operator=(const RdmaTransport&) = delete;
 
@@ -87,7 +93,7 @@ class RdmaTransport {
   [[nodiscard]] std::size_t closing_queue_count() const noexcept { return closing_.size(); }
 
  private:
-  RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target, uint32_t max_reads);
+  RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target, uint32_t max_reads, std::chrono::milliseconds stop_timeout);
   void accept(ndk::Connector* connector);
   // Destroys the closing queues whose disconnect settled; returns how many.
   std::size_t reap_closed(std::chrono::steady_clock::time_point now);
@@ -95,6 +101,7 @@ class RdmaTransport {
   ndk::Adapter& adapter_;
   NvmfTarget& target_;
   uint32_t max_reads_;  // RDMA READs a QP of this adapter may have outstanding (its MaxOutboundReadLimit)
+  std::chrono::milliseconds stop_timeout_;
   std::vector<std::unique_ptr<apps::CmListener>> listeners_;
   std::vector<std::unique_ptr<RdmaQueue>> queues_;
   std::vector<std::unique_ptr<RdmaQueue>> closing_;  // disconnecting: no longer polled, destroyed once settled

@@ -4,11 +4,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -21,6 +23,7 @@
 #include "apps/common/cm_connection.h"
 #include "apps/common/tool_setup.h"
 #include "apps/nvmf/nvme/nvmf_target.h"
+#include "apps/nvmf/nvmf_host.h"
 
 namespace uroce::nvmf {
 namespace {
@@ -53,8 +56,10 @@ class RdmaTransportTest : public ApiTest {
     ApiTest::TearDown();
   }
 
-  // (Re)starts the target and its transport with `limits`.
-  void start_target(const TargetLimits& limits) {
+  // (Re)starts the target and its transport with `limits`, a namespace on `backend` (1 MiB of RAM if none), and
+  // `stop_timeout` for the commands backends still run when the transport ends.
+  void start_target(const TargetLimits& limits, std::shared_ptr<Backend> backend = nullptr,
+                    std::chrono::milliseconds stop_timeout = std::chrono::seconds(30)) {
     transport_.reset();
     target_.reset();
     const config::Config c = api_test_config();
@@ -64,14 +69,14 @@ class RdmaTransportTest : public ApiTest {
     sub.nqn = kSubsystemNqn;
     NamespaceConfig ns;
     ns.nsid = 1;
-    ns.backend = make_ram_backend(1 << 20);
+    ns.backend = backend ? std::move(backend) : std::shared_ptr<Backend>(make_ram_backend(1 << 20));
     sub.namespaces.push_back(ns);
     config.subsystems.push_back(sub);
     config.ports.push_back(PortAddress{false, apps::ip_text(c.ports[1].addresses.front()), kPort});
     ASSERT_FALSE(NvmfTarget::validate(config).has_value());
     target_ = std::make_unique<NvmfTarget>(config);
     std::string error;
-    transport_ = RdmaTransport::start(adapter(), *target_, {target_address_}, error);
+    transport_ = RdmaTransport::start(adapter(), *target_, {target_address_}, error, stop_timeout);
     ASSERT_TRUE(transport_) << error;
   }
 
@@ -375,6 +380,89 @@ TEST_F(RdmaTransportTest, RequestsBeyondMaxQueuesAreRejectedWithNoResources) {
   EXPECT_EQ(transport_->counters().queues_accepted, 3u);
   disconnect(second);
   disconnect(fourth);
+}
+
+// A backend that holds every request until told to end them, as a file backend's I/O stays in the kernel: a read
+// then fills its buffer, as the kernel would.
+class HeldBackend : public Backend {
+ public:
+  [[nodiscard]] uint64_t size() const override { return uint64_t{1} << 20; }
+  [[nodiscard]] int submit(const BackendRequest& request) override {
+    const std::lock_guard lock(mutex_);
+    held_.push_back(request);
+    return kBackendPending;
+  }
+  [[nodiscard]] std::size_t poll(std::span<BackendCompletion> out) override {
+    const std::lock_guard lock(mutex_);
+    if (!ended_) return 0;
+    const std::size_t n = std::min(out.size(), held_.size());
+    for (std::size_t i = 0; i < n; ++i) out[i] = {held_[i].context, 0};
+    held_.erase(held_.begin(), held_.begin() + static_cast<std::ptrdiff_t>(n));
+    return n;
+  }
+  [[nodiscard]] std::string describe() const override { return "held"; }
+  [[nodiscard]] std::size_t held() const {
+    const std::lock_guard lock(mutex_);
+    return held_.size();
+  }
+  // The I/O ends: reads write their buffers, and poll() reports every request.
+  void end_requests() {
+    const std::lock_guard lock(mutex_);
+    for (const BackendRequest& r : held_) {
+      if (r.op == BackendOp::kRead) std::memset(r.data, 0xA5, r.length);
+    }
+    ended_ = true;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<BackendRequest> held_;
+  bool ended_ = false;
+};
+
+// The target stops while a backend still runs a host's read: the transport's end starts none of the host's new
+// commands, waits for the read at most its stop timeout, and then leaves the queue's buffers allocated, so the read
+// that ends afterwards writes into memory nobody else was given. They used to be freed under it (under ASan, the
+// write below is a use after free), and the wait kept starting the host's new commands, so a host that kept its
+// queue full held the stop to its deadline.
+TEST_F(RdmaTransportTest, AStopWithAReadStillInTheBackendLeavesItsBufferAllocated) {
+  const auto backend = std::make_shared<HeldBackend>();
+  start_target({}, backend, std::chrono::milliseconds(200));
+  std::atomic<bool> polling{true};
+  std::thread poller([&] {
+    while (polling.load()) (void)transport_->poll();
+  });
+  HostControllerOptions options;
+  options.source = host_address_;
+  options.target = target_address_;
+  options.subnqn = kSubsystemNqn;
+  options.hostnqn = kHostNqn;
+  options.io_queues = 1;
+  options.io_entries = 4;
+  options.io_data_bytes = 4096;
+  options.timeout = std::chrono::seconds(2);
+  std::string error;
+  std::unique_ptr<HostController> host = HostController::connect(adapter(), options, error);
+  ASSERT_TRUE(host) << error;
+  HostQueue& queue = *host->io_queues().front();
+  Sqe read = host_sqe(0x02, 1, 1);  // Read, one 512-byte block from LBA 0 (CDW12 NLB 0: one block)
+  set_keyed_sgl(read, queue.address_of(queue.data().data()), 512, queue.remote_key());
+  ASSERT_TRUE(queue.submit(read));
+  EXPECT_TRUE(ndk::testing::eventually([&] { return backend->held() == 1; }));
+  polling.store(false);
+  poller.join();
+
+  // The host keeps sending while the target stops: nothing more reaches the backend.
+  for (uint16_t cid = 2; cid <= 3; ++cid) {
+    Sqe more = read;
+    std::memcpy(more.data() + 2, &cid, 2);
+    EXPECT_TRUE(queue.submit(more));
+  }
+  transport_.reset();
+  EXPECT_EQ(backend->held(), 1u) << "the commands sent during the stop were not started";
+  backend->end_requests();  // writes 512 bytes into the queue's slot: freed, this is a use after free
+  host.reset();             // its shutdown finds the target gone
+  target_.reset();
 }
 
 }  // namespace
