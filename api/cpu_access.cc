@@ -70,10 +70,8 @@ CpuAccessCheck check_cpu_access(uint64_t address, uint64_t length, CpuAccess acc
   // Faulting the pages in can be interrupted by a signal (EINTR) or race with reclaim (EAGAIN): it is tried again.
   for (int attempt = 0; attempt < 16; ++attempt) {
     // NOLINTNEXTLINE(performance-no-int-to-ptr): the consumer's address, as it gave it
-    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0) {
-      if (write_by_maps && !maps_cover(begin, end, access)) return CpuAccessCheck::kNotAccessible;
-      return CpuAccessCheck::kAccessible;
-    }
+    if (madvise(reinterpret_cast<void*>(begin), end - begin, advice) == 0)
+      return write_by_maps ? per_maps(begin, end, access) : CpuAccessCheck::kAccessible;
     switch (errno) {
       case EINTR:
       case EAGAIN:

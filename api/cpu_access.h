@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "api/ndk_types.h"
+#include "proto/rc_types.h"
 
 namespace uroce::ndk::detail {
 
@@ -22,6 +23,11 @@ enum class CpuAccess : uint8_t {
   kRead,       // sources of SENDs and WRITEs, targets of a peer's READ
   kReadWrite,  // anything with local write: receive buffers, READ sinks, atomics' results, a peer's WRITEs
 };
+
+// How the engines touch memory registered with proto::Access bits `access`: local write covers every write.
+[[nodiscard]] constexpr CpuAccess cpu_access_of(uint32_t access) noexcept {
+  return (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead;
+}
 
 enum class CpuAccessCheck : uint8_t {
   kAccessible,

@@ -103,7 +103,7 @@ NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags
   const uint32_t access = access_of_mr_flags(flags);
   // ndkpi.md §9.4: the memory is pinned at registration, which fails for pages that are not there, and for read-only
   // pages when the MR allows writes (cpu_access.h: otherwise an engine faults when a peer's WRITE or READ arrives).
-  const CpuAccess cpu = (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead;
+  const CpuAccess cpu = cpu_access_of(access);
   if (const NTSTATUS s = status_of(check_cpu_access(reinterpret_cast<uint64_t>(address), length, cpu));
       s != STATUS_SUCCESS)
     return s;

@@ -446,7 +446,7 @@ NTSTATUS QpImpl::NdkFastRegister(void* request_context, Mr* mr, uint32_t adapter
   // The engines will touch these pages as `access` says: each run of consecutive pages the length covers must be
   // mapped with those rights (cpu_access.h), or a peer's access would fault an engine. The consumer may hand pages
   // that no NdkBuildLam mapped, or that it unmapped since.
-  const CpuAccess cpu = (access & proto::kAccessLocalWrite) != 0 ? CpuAccess::kReadWrite : CpuAccess::kRead;
+  const CpuAccess cpu = cpu_access_of(access);
   const uint64_t used_pages = (fbo + length - 1) / kPageSize + 1;
   for (uint64_t run = 0, i = 1; i <= used_pages; ++i) {
     if (i < used_pages && adapter_page_array[i] == adapter_page_array[i - 1] + kPageSize) continue;
