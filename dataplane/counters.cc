@@ -40,6 +40,7 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"total_cycles", &E::total_cycles},
     {"timers_fired", &E::timers_fired},
     {"commands_executed", &E::commands_executed},
+    {"invalidation_waits", &E::invalidation_waits},
     {"fault_dropped", &E::fault_dropped},
     {"fault_duplicated", &E::fault_duplicated},
     {"fault_reordered", &E::fault_reordered},

@@ -143,6 +143,7 @@ Status Dataplane::bring_up(std::chrono::milliseconds link_timeout) {
     capture_ = std::move(writer.value());
   }
 
+  activity_ = std::make_unique<EngineActivity[]>(engines);
   for (EngineId e = 0; e < engines; ++e) {
     EngineSetup setup;
     setup.id = e;
@@ -154,6 +155,7 @@ Status Dataplane::bring_up(std::chrono::milliseconds link_timeout) {
     setup.redirect_out = redirect_[e];
     for (EngineId from = 0; from < engines; ++from) setup.redirect_in.push_back(redirect_[from][e]);
     setup.capture = capture_ ? &capture_->ring(e) : nullptr;
+    setup.activity = activity_.get();
     engines_.push_back(std::make_unique<Engine>(setup));
   }
   publish_to_telemetry(this);

@@ -73,6 +73,7 @@ class Dataplane {
   std::vector<rte_ring*> mailboxes_;              // [engine]
   std::vector<std::vector<rte_ring*>> redirect_;  // [from][to], nullptr on the diagonal
   std::unique_ptr<PcapngWriter> capture_;
+  std::unique_ptr<EngineActivity[]> activity_;  // [engine], read by engines that wait for each other
   std::vector<std::unique_ptr<Engine>> engines_;
   bool published_ = false;  // to telemetry
   bool active_ = false;     // holds the one-per-process slot

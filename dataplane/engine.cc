@@ -77,7 +77,8 @@ EngineContext::EngineContext(const EngineSetup& s)
       qps_(qp_table_size(s.config->engine.max_qps_per_engine)),
       qp_slot_mask_(static_cast<uint32_t>(qps_.size() - 1)),
       timers_(tick_shift_for(rte_get_tsc_hz()), kTimerSlots, rte_rdtsc()),
-      capture_(s.capture) {
+      capture_(s.capture),
+      activity_(s.activity) {
   for (const Port& p : s.ports->ports()) {
     port_index_of_id_[p.port_id] = p.index;
     TxQueue& q = tx_[p.index];
@@ -117,6 +118,7 @@ void EngineContext::run() noexcept {
   bool previous_found_work = false;
   now_ = rte_rdtsc();
   while (running_) {
+    enter_iteration();
     // The iteration that just ended, timed with the one TSC read each iteration makes anyway.
     const uint64_t previous = now_;
     now_ = rte_rdtsc();
@@ -132,16 +134,56 @@ void EngineContext::run() noexcept {
     work += poll_pollers();
     work += flush_all_tx();
     publish_completion_events();
+    leave_iteration();
     previous_found_work = work != 0;
     idle(work);
   }
   // Commands posted before the stop are answered; none can be posted after it (Engine::stop).
+  enter_iteration();
   while (run_commands() != 0) {
   }
   (void)flush_all_tx();
   publish_completion_events();
   release_held_mbufs();
+  leave_iteration();
   t_running_here = nullptr;
+}
+
+// Dekker's pattern with an invalidation (wait_for_engines): the engine makes its epoch odd and then, after a seq_cst
+// fence, reads memory table slots; the invalidating engine makes the slot invalid and then, after a seq_cst fence,
+// reads the epoch. Of the two fences one comes first, so either this iteration's resolves see the key invalid, or
+// the invalidation sees the odd epoch and waits for the even one. The fence is the loop's one full barrier (an
+// mfence or locked instruction on x86, some 20-40 cycles per iteration, not per packet).
+void EngineContext::enter_iteration() noexcept {
+  std::atomic<uint64_t>& epoch = activity_[id_].epoch;
+  epoch.store(epoch.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+// Release: every copy into or out of registered memory this iteration made happens before an invalidation that
+// reads the even epoch (acquire) completes.
+void EngineContext::leave_iteration() noexcept {
+  std::atomic<uint64_t>& epoch = activity_[id_].epoch;
+  epoch.store(epoch.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+}
+
+void EngineContext::wait_for_engines(uint32_t engines) noexcept {
+  engines &= ~(1U << id_);
+  if (engines == 0) return;
+  counters_.invalidation_waits.add();
+  // The caller made the slot invalid before this fence: an engine that enters an iteration after it sees the key
+  // invalid (enter_iteration), so only one that is inside an iteration now is waited for.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  leave_iteration();  // between packets: an engine waiting for this one goes on
+  for (EngineId e = 0; e < engine_count_; ++e) {
+    if ((engines & (1U << e)) == 0) continue;
+    const std::atomic<uint64_t>& epoch = activity_[e].epoch;
+    // Acquire: pairs with leave_iteration()'s release, so that engine's copies are complete once it moved on.
+    const uint64_t seen = epoch.load(std::memory_order_acquire);
+    if ((seen & 1) == 0) continue;
+    while (epoch.load(std::memory_order_acquire) == seen) rte_pause();
+  }
+  enter_iteration();
 }
 
 uint32_t EngineContext::run_commands() noexcept {

@@ -12,6 +12,8 @@
 //   3. drain the redirect rings from the other engines (packets already parsed and checked once: no ICRC again)
 //   4. fire due timers, 5. call the registered pollers (doorbells), 6. flush TX batches and backlogs
 //   7. idle policy: busy_poll spins; backoff spins, then rte_pause()s, then sleeps ~30 us until work appears
+// Steps 1 to 6 are inside the iteration: the engine's epoch (EngineActivity) is odd from before step 1 to after
+// step 6, so that an invalidation on another engine can wait for the packets this one is placing (wait_for_engines).
 //
 // The datapath allocates only mbufs, takes no locks, makes no syscalls (except the backoff sleep), never logs
 // and never throws. EngineContext is the token for engine-only operations: only an engine creates one, and
@@ -90,6 +92,14 @@ struct EngineCommand {
   std::atomic<bool> done{false};
 };
 
+// Whether an engine is inside a loop iteration, where it may hold a pointer into registered memory that it resolved
+// before an invalidation (EngineContext::wait_for_engines). Odd: inside; even: between iterations, idle or stopped.
+// One per engine, each on its own cache line: its engine writes it twice per iteration, and other engines read it
+// only when they wait.
+struct alignas(64) EngineActivity {
+  std::atomic<uint64_t> epoch{0};
+};
+
 // Everything one engine is wired to; made by Dataplane.
 struct EngineSetup {
   EngineId id = 0;
@@ -101,6 +111,7 @@ struct EngineSetup {
   std::vector<rte_ring*> redirect_out;  // [owner]: this engine -> owner; nullptr at [id]
   std::vector<rte_ring*> redirect_in;   // [source]: source -> this engine; nullptr at [id]
   CaptureRing* capture = nullptr;       // nullptr: capture off
+  EngineActivity* activity = nullptr;   // [engine_count], shared by every engine of the Dataplane
 };
 
 class EngineContext {
@@ -151,6 +162,14 @@ class EngineContext {
   // Engine 0's neighbour table; nullptr on other engines.
   [[nodiscard]] NeighborTable* neighbors() noexcept { return neighbors_.get(); }
 
+  // Engine only, at a point where it holds no pointer into registered memory (between packets): waits until each
+  // engine in `engines` (bit e for EngineId e; this engine's own bit is ignored) has left the loop iteration it is
+  // in, if it is in one. An invalidation calls it after it made the key invalid: from then on no engine is still
+  // copying into or out of the memory through a resolve made before (IBTA 10.6.7: the memory is the consumer's again
+  // once the invalidation completes). While it waits this engine counts as between iterations, so two engines
+  // waiting for each other both go on.
+  void wait_for_engines(uint32_t engines) noexcept;
+
  private:
   friend class Engine;
 
@@ -191,6 +210,9 @@ class EngineContext {
   void publish_completion_events() noexcept;
   void idle(uint32_t work) noexcept;
   [[gnu::cold]] void release_held_mbufs() noexcept;
+  // The loop iteration's bounds for wait_for_engines(): odd from enter_iteration() to leave_iteration().
+  void enter_iteration() noexcept;
+  void leave_iteration() noexcept;
 
   const EngineId id_;
   const EngineId engine_count_;
@@ -228,6 +250,7 @@ class EngineContext {
   std::vector<std::unique_ptr<FaultInjector>> faults_;  // [port]; empty when fault injection is off
   std::vector<std::unique_ptr<LinkModel>> links_;       // [port]; empty when the bottleneck is off
   CaptureRing* const capture_;
+  EngineActivity* const activity_;            // [engine_count_]: every engine's, this one's at [id_]
   std::unique_ptr<NeighborTable> neighbors_;  // engine 0 only
   uint64_t now_ = 0;
   uint32_t idle_iterations_ = 0;

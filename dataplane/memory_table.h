@@ -43,6 +43,7 @@
 #include <memory>
 #include <optional>
 
+#include "dataplane/qpn.h"
 #include "proto/rc_types.h"
 
 namespace uroce::dataplane {
@@ -90,7 +91,7 @@ class MemoryTable {
   explicit MemoryTable(uint32_t capacity)
       : slots_(std::make_unique<Slot[]>(capacity)),
         tx_pins_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
-        engine_read_(std::make_unique<std::atomic<bool>[]>(capacity)),
+        engines_read_(std::make_unique<std::atomic<uint32_t>[]>(capacity)),
         windows_bound_(std::make_unique<std::atomic<bool>[]>(capacity)),
         page_maps_(std::make_unique<std::unique_ptr<PageMap>[]>(capacity)),
         capacity_(capacity) {}
@@ -228,11 +229,16 @@ class MemoryTable {
     std::atomic_thread_fence(std::memory_order_seq_cst);
     return windows_bound_[i].load(std::memory_order_relaxed);
   }
-  [[nodiscard]] bool engine_may_hold(uint32_t token) const noexcept {
+  [[nodiscard]] bool engine_may_hold(uint32_t token) const noexcept { return engines_that_may_hold(token) != 0; }
+  // An engine, after it invalidated `token` (or the control path after erase()): the engines that may still hold a
+  // pointer into its memory, resolved before, as a bit per EngineId (EngineContext::wait_for_engines). Every
+  // engine when a window was ever bound onto the slot: a window's readers are noted on the window's own slot.
+  [[nodiscard]] uint32_t engines_that_may_hold(uint32_t token) const noexcept {
     const uint32_t i = index_of(token);
-    if (i >= capacity_) return false;
+    if (i >= capacity_) return 0;
     std::atomic_thread_fence(std::memory_order_seq_cst);
-    return engine_read_[i].load(std::memory_order_relaxed);
+    if (windows_bound_[i].load(std::memory_order_relaxed)) return ~0U;
+    return engines_read_[i].load(std::memory_order_relaxed);
   }
 
   // --- datapath readers (engines) ---
@@ -242,7 +248,7 @@ class MemoryTable {
   // callers skip them.
   [[nodiscard]] uint8_t* resolve(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                                  bool local = false) const noexcept {
-    note_engine_read(index_of(token));
+    note_engine_read(index_of(token), who);
     MemoryRegion r;
     uint32_t sequence;
     if (!read_index(index_of(token), r, sequence)) return nullptr;
@@ -273,7 +279,7 @@ class MemoryTable {
   // paged region that resolve() gave no pointer for.
   [[nodiscard]] bool grants(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, Requester who,
                             bool local) const noexcept {
-    note_engine_read(index_of(token));
+    note_engine_read(index_of(token), who);
     MemoryRegion r;
     uint32_t sequence;
     return read_index(index_of(token), r, sequence) && permits(r, token, addr, length, access, who, local);
@@ -283,7 +289,7 @@ class MemoryTable {
   // nothing was copied.
   bool copy(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access, Requester who, bool local,
             bool into_region) const noexcept {
-    note_engine_read(index_of(token));
+    note_engine_read(index_of(token), who);
     MemoryRegion r;
     uint32_t sequence;
     if (!read_index(index_of(token), r, sequence) || !permits(r, token, addr, length, access, who, local)) return false;
@@ -324,7 +330,7 @@ class MemoryTable {
                                                 uint32_t length, uint32_t access, Requester who,
                                                 bool local) const noexcept {
     cache.index = i;
-    note_engine_read(i);
+    note_engine_read(i, who);
     if (!read_index(i, cache.region, cache.sequence)) {
       cache.sequence = 1;
       return nullptr;
@@ -362,14 +368,17 @@ class MemoryTable {
     return reinterpret_cast<uint8_t*>(page + offset % kRegionPageSize);
   }
 
-  // Engine readers, before they read slot `i`: an engine may from now on hold a pointer into the slot's memory
-  // (engine_may_hold()). Sticky: set once per slot, never cleared, so the store and its fence run once and the
-  // datapath's cost after that is a load of a line it reads anyway. The fence orders the store before the slot's
-  // read (a Dekker pair with engine_may_hold()). A flag already set was published by the fence of whoever set it.
-  void note_engine_read(uint32_t i) const noexcept {
+  // Engine readers, before they read slot `i`: the engine running `who` (the QPN names it) may from now on hold a
+  // pointer into the slot's memory (engines_that_may_hold()). Sticky: its bit is set once per slot and engine, never
+  // cleared, so the RMW and its fence run once and the datapath's cost after that is a load of a line it reads
+  // anyway. The fence orders the bit before the slot's read (a Dekker pair with engines_that_may_hold()). A bit
+  // already set was published by the fence of whoever set it.
+  static_assert(kMaxEngines <= 32, "a bit per engine in engines_read_");
+  void note_engine_read(uint32_t i, Requester who) const noexcept {
     if (i >= capacity_) return;
-    if (!engine_read_[i].load(std::memory_order_relaxed)) [[unlikely]] {
-      engine_read_[i].store(true, std::memory_order_relaxed);
+    const uint32_t bit = 1U << engine_of(proto::Qpn{who.qpn});
+    if ((engines_read_[i].load(std::memory_order_relaxed) & bit) == 0) [[unlikely]] {
+      engines_read_[i].fetch_or(bit, std::memory_order_relaxed);
       std::atomic_thread_fence(std::memory_order_seq_cst);
     }
   }
@@ -595,7 +604,7 @@ class MemoryTable {
 
   std::unique_ptr<Slot[]> slots_;
   std::unique_ptr<std::atomic<uint32_t>[]> tx_pins_;       // [slot]: zero-copy TX mbufs pointing into it
-  std::unique_ptr<std::atomic<bool>[]> engine_read_;       // [slot]: an engine has read it (note_engine_read)
+  std::unique_ptr<std::atomic<uint32_t>[]> engines_read_;  // [slot]: engines that have read it (note_engine_read)
   std::unique_ptr<std::atomic<bool>[]> windows_bound_;     // [slot]: a window was ever bound onto it (bind_window)
   std::unique_ptr<std::unique_ptr<PageMap>[]> page_maps_;  // [slot]: fast-register slots only, from first use
   uint32_t capacity_;

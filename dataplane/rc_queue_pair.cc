@@ -237,7 +237,17 @@ void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) {
 }
 
 bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
-  return engine_.memory().invalidate_remote(token.value(), requester());
+  if (!engine_.memory().invalidate_remote(token.value(), requester())) return false;
+  wait_until_unused(token.value());
+  return true;
+}
+
+// After an invalidation, before it completes: an engine that resolved the key before it may be placing or reading one
+// packet in the memory right now (a QP of the same PD on another engine). The consumer may reuse the memory once it
+// sees the completion, and the peer may no longer reach it (IBTA 10.6.7), so the completion waits for that packet.
+// Both callers are between packets. Memory only this engine ever read, the usual case, costs one fence and a load.
+void RcQueuePair::wait_until_unused(uint32_t token) noexcept {
+  ctx_->wait_for_engines(engine_.memory().engines_that_may_hold(token));
 }
 
 const proto::RecvWqe* RcQueuePair::pop_receive() {
@@ -308,8 +318,9 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
                  ? proto::CompletionStatus::kSuccess
                  : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kLocalInvalidate:
-      return memory.invalidate_local(m.token, requester()) ? proto::CompletionStatus::kSuccess
-                                                           : proto::CompletionStatus::kLocalQpOperationError;
+      if (!memory.invalidate_local(m.token, requester())) return proto::CompletionStatus::kLocalQpOperationError;
+      wait_until_unused(m.token);
+      return proto::CompletionStatus::kSuccess;
     case proto::WorkOp::kBindMemoryWindow:
       return memory.bind_window(m.token, m.region_token, m.addr, m.length, m.access, requester())
                  ? proto::CompletionStatus::kSuccess

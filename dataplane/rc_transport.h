@@ -169,6 +169,7 @@ class RcQueuePair final : public proto::RcEnv {
 
  private:
   void push_completion(CompletionQueue& cq, const proto::Completion& c, bool is_receive);
+  void wait_until_unused(uint32_t token) noexcept;
   friend class RcTransport;
   friend class EngineTransport;
 

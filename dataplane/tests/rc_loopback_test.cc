@@ -277,5 +277,130 @@ TEST(RcLoopbackOps, RemoteAccessErrorCompletesWithTheRightStatus) {
   world.destroy(a, b);
 }
 
+// Holds an engine inside one loop iteration, as an engine in the middle of placing or reading a packet is: a command
+// that waits for release(). Released, and waited for, at the latest when it goes out of scope.
+class EngineHold {
+ public:
+  explicit EngineHold(Engine& engine) {
+    command_.run = [](void* arg, EngineContext&) {
+      auto& self = *static_cast<EngineHold*>(arg);
+      self.running_.store(true);
+      while (!self.released_.load(std::memory_order_acquire)) std::this_thread::yield();
+    };
+    command_.arg = this;
+    posted_ = engine.post(command_).ok();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    while (posted_ && !running_.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  ~EngineHold() {
+    release();
+    while (posted_ && !Engine::done(command_)) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+  EngineHold(const EngineHold&) = delete;
+  EngineHold& operator=(const EngineHold&) = delete;
+  [[nodiscard]] bool holding() const { return running_.load() && !released_.load(); }
+  void release() { released_.store(true, std::memory_order_release); }
+
+ private:
+  EngineCommand command_;
+  bool posted_ = false;
+  std::atomic<bool> running_{false};
+  std::atomic<bool> released_{false};
+};
+
+// IBTA 10.6.7: once an invalidation completes, the memory is the consumer's again and the peer reaches it no more.
+// A QP of the same PD on another engine may be placing a packet into that memory at that moment, through the key
+// it resolved just before; the invalidation's completion waits until that engine has finished its packet. Here the
+// other engine is held inside a loop iteration while a LOCAL_INV, and then a peer's Send with Invalidate, invalidate
+// a region it wrote into: neither completes until it is let go. (Without the wait both completed at once.)
+TEST(RcLoopbackOps, AnInvalidationCompletesOnlyWhenNoOtherEngineIsInsideAPacketForTheMemory) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  ASSERT_EQ(world.dataplane().engine_count(), 2);
+  auto [a, b] = world.connected_pair(1024);         // A on engine 0, B on engine 1; every player is in PD 1
+  auto [c, d] = world.connected_pair(1024, {}, 1);  // both on engine 1
+  ASSERT_TRUE(a && b && c && d) << world.error();
+  const auto next_key = [](uint32_t token) { return (token & ~0xFFU) | ((token + 1) & 0xFFU); };
+  auto reserved = world.transport().reserve_memory(MemoryKind::kFastRegisterRegion, 1);
+  ASSERT_TRUE(reserved.ok()) << reserved.error();
+  std::vector<uint8_t> memory(8192, 0);
+  const auto region_addr = reinterpret_cast<uint64_t>(memory.data());
+  uint32_t token = reserved.value();
+  // A fast-registers the region for remote writes (on engine 0), and `writer` WRITEs 64 bytes into it, so that the
+  // engine of `writer`'s peer resolves the key.
+  const auto register_and_write_through = [&](Player* writer, uint64_t context) {
+    token = next_key(token);
+    proto::SendWqe fr;
+    fr.context = context;
+    fr.op = WorkOp::kFastRegister;
+    fr.flags = proto::kWqeSignaled;
+    fr.memory = {region_addr, memory.size(), token, 0, proto::kAccessLocalWrite | proto::kAccessRemoteWrite, 0};
+    a->post(fr);
+    ASSERT_TRUE(a->wait_send_successes(1));
+    proto::SendWqe w = writer->send(WorkOp::kRdmaWrite, 0, 64, context + 1);
+    w.remote_addr = region_addr;
+    w.rkey = proto::RemoteToken{token};
+    writer->post(w);
+    ASSERT_TRUE(writer->wait_send_successes(1));
+    ASSERT_EQ(std::memcmp(memory.data(), writer->buffer.data(), 64), 0);
+  };
+  const auto waits = [&](EngineId e) { return world.dataplane().engine(e).counters().invalidation_waits.read(); };
+
+  // LOCAL_INV on engine 0 while engine 1, which placed A's WRITE, is held.
+  register_and_write_through(a, 10);
+  {
+    EngineHold hold(world.dataplane().engine(1));
+    ASSERT_TRUE(hold.holding());
+    proto::SendWqe inv;
+    inv.context = 20;
+    inv.op = WorkOp::kLocalInvalidate;
+    inv.flags = proto::kWqeSignaled;
+    inv.memory.token = token;
+    a->post(inv);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(a->poll_send()) << "the invalidation completed while engine 1 could still be writing the memory";
+    hold.release();
+    const auto done = a->wait_send_completion();
+    ASSERT_TRUE(done);
+    EXPECT_EQ(done->status, CompletionStatus::kSuccess);
+    EXPECT_EQ(done->context, 20U);
+  }
+  EXPECT_EQ(waits(0), 1U);
+
+  // A peer's Send with Invalidate, C -> D on engine 1, while engine 0, which placed B's WRITE, is held.
+  register_and_write_through(b, 30);
+  {
+    d->post_receive(d->buffer.data(), 64, 40);
+    EngineHold hold(world.dataplane().engine(0));
+    ASSERT_TRUE(hold.holding());
+    proto::SendWqe send = c->send(WorkOp::kSendWithInvalidate, 0, 8, 41);
+    send.invalidate_rkey = proto::RemoteToken{token};
+    c->post(send);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(d->poll_receive()) << "the invalidation completed while engine 0 could still be writing the memory";
+    hold.release();
+    const auto received = d->wait_receive_completion();
+    ASSERT_TRUE(received);
+    EXPECT_EQ(received->status, CompletionStatus::kSuccess);
+    EXPECT_EQ(received->op, WorkOp::kSendWithInvalidate);
+    EXPECT_EQ(received->invalidated_rkey.value(), token);
+    ASSERT_TRUE(c->wait_send_successes(1));
+  }
+  EXPECT_EQ(waits(1), 1U);
+
+  // The key is invalid for every engine now: B's WRITE through it fails.
+  proto::SendWqe late = b->send(WorkOp::kRdmaWrite, 0, 64, 50);
+  late.remote_addr = region_addr;
+  late.rkey = proto::RemoteToken{token};
+  b->post(late);
+  const auto failed = b->wait_send_completion();
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->status, CompletionStatus::kRemoteAccessError);
+  world.destroy(a, b);
+  world.destroy(c, d);
+  EXPECT_TRUE(world.transport().deregister_memory(token).ok());
+}
+
 }  // namespace
 }  // namespace uroce::dataplane::testing
