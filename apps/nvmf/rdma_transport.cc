@@ -36,6 +36,7 @@ uint32_t index_of(void* context) { return static_cast<uint32_t>(reinterpret_cast
 constexpr auto kDisconnectTimeout = std::chrono::seconds(2);
 
 constexpr NvmeStatus kDataTransferError = 0x4004;  // generic status 0x04, DNR: the RDMA READ of its data failed
+constexpr NvmeStatus kInternalError = 0x0006;      // generic status 0x06 (NVME_SC_INTERNAL)
 
 CommandResult failed_with(NvmeStatus status) {
   CommandResult r;
@@ -96,7 +97,10 @@ class BoundedFifo {
 
 // One NVMe queue pair on one RC connection: a receive per command the host may have outstanding (posted before
 // the accept, as the host may send as soon as it has the REP), and a command slot (SQE copy and data buffer) per
-// command in flight, free again once its response SEND completed.
+// command in flight, free again once its response SEND completed. Until a Fabrics Connect has made or joined a
+// controller, a slot's data buffer is only the Connect's 1 KiB (the one command that moves data then); the MDTS-sized
+// buffers come with the controller, so that a peer's CM REQs alone, up to limits.max_queues of them, hold little
+// memory (they held 2 x entries x MDTS each, ~32 MiB for 128 entries).
 class RdmaQueue {
  public:
   // Sets the queue up and accepts the connection. Only an accepted connection's connector becomes the queue's (it
@@ -126,6 +130,8 @@ class RdmaQueue {
   }
   // No backend holds one of its data buffers: it may close.
   [[nodiscard]] bool drained() const { return queue_->in_flight() == 0; }
+  // Bytes of buffers the queue holds: receives and Connect areas from the accept on, data buffers once connected.
+  [[nodiscard]] std::size_t buffer_bytes() const { return memory_bytes_ + io_memory_bytes_; }
   // Starts no command from now on (the target is stopping): capsules that arrive are dropped, and their receives
   // are not posted again.
   void stop_intake() { intake_stopped_ = true; }
@@ -145,13 +151,17 @@ class RdmaQueue {
   struct Slot {
     std::array<uint8_t, kSqeSize> sqe{};
     CommandPlan plan;
-    uint8_t* data = nullptr;
+    uint8_t* data = nullptr;  // the command's data buffer (use_data_buffer), `capacity` bytes under `lkey`
+    uint32_t capacity = 0;
+    uint32_t lkey = 0;
     bool invalidate = false;  // the SGL asked for SEND with Invalidate of `key`
     uint32_t key = 0;
   };
 
   explicit RdmaQueue(Adapter& adapter) : adapter_(adapter) {}
   std::string open(uint16_t engine);
+  [[nodiscard]] bool open_data_buffers();
+  void use_data_buffer(uint32_t slot);
   bool post_receive(uint32_t buffer);
   uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
   void on_capsule(uint32_t buffer, uint32_t length, TransportCounters& counters);
@@ -171,8 +181,15 @@ class RdmaQueue {
   std::unique_ptr<NvmfQueue> queue_;
   uint32_t entries_ = 0;       // commands the host may have outstanding: receives and slots
   uint32_t capsule_size_ = 0;  // SQE plus in-capsule data (I/O queues)
-  uint32_t data_size_ = 0;     // per slot: the largest transfer (MDTS)
+  uint32_t data_size_ = 0;     // per slot, once connected: the largest transfer (MDTS)
+  // Receives, then a Connect area (kConnectDataSize) per slot: registered as mr_ from the accept on.
   std::unique_ptr<uint8_t, decltype(&std::free)> memory_{nullptr, &std::free};
+  std::size_t memory_bytes_ = 0;
+  std::size_t receive_bytes_ = 0;
+  // A data_size_ buffer per slot, registered as data_mr_ once a Connect made or joined a controller.
+  std::unique_ptr<uint8_t, decltype(&std::free)> io_memory_{nullptr, &std::free};
+  std::size_t io_memory_bytes_ = 0;
+  Mr* data_mr_ = nullptr;
   bool intake_stopped_ = false;
   Cq* recv_cq_ = nullptr;
   Cq* send_cq_ = nullptr;
@@ -235,17 +252,15 @@ std::string RdmaQueue::open(uint16_t engine) {
   // send the next command as soon as it has the response, before our side has seen the SEND's ACK. Should that
   // lag grow past `entries_` responses, capsules wait for a slot (on_capsule).
   const uint32_t slots = 2 * entries_;
-  const std::size_t receive_bytes = std::size_t{entries_} * capsule_size_;
-  const std::size_t bytes = (receive_bytes + std::size_t{slots} * data_size_ + 4095) / 4096 * 4096;
+  receive_bytes_ = std::size_t{entries_} * capsule_size_;
+  const std::size_t bytes = (receive_bytes_ + std::size_t{slots} * kConnectDataSize + 4095) / 4096 * 4096;
   memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
   if (!memory_) return "no memory for the queue's buffers";
+  memory_bytes_ = bytes;
   slots_.resize(slots);
   held_capsules_.reserve(entries_);
   waiting_reads_.reserve(slots);
-  for (uint32_t i = 0; i < slots; ++i) {
-    slots_[i].data = memory_.get() + receive_bytes + std::size_t{i} * data_size_;
-    free_slots_.push_back(slots - 1 - i);
-  }
+  for (uint32_t i = 0; i < slots; ++i) free_slots_.push_back(slots - 1 - i);
   const GroupAffinity affinity = adapter_.UroceEngineAffinity(engine);
   // Per slot at most an RDMA READ or WRITE and the response SEND.
   const uint32_t send_depth = 2 * 2 * entries_ + 2;
@@ -263,6 +278,34 @@ std::string RdmaQueue::open(uint16_t engine) {
     if (!post_receive(i)) return "posting the queue's receives failed";
   }
   return {};
+}
+
+// Once the queue has a controller: an MDTS-sized data buffer per slot. A command already running keeps the buffer
+// it started with (its Slot says which), so the Connect areas stay until the queue goes.
+bool RdmaQueue::open_data_buffers() {
+  const std::size_t bytes = slots_.size() * std::size_t{data_size_};
+  io_memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
+  if (!io_memory_) return false;
+  io_memory_bytes_ = bytes;
+  NTSTATUS s = pd_->NdkCreateMr(false, nullptr, nullptr, &data_mr_);
+  if (s == STATUS_SUCCESS)
+    s = data_mr_->NdkRegisterMr(io_memory_.get(), bytes, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr);
+  return s == STATUS_SUCCESS;
+}
+
+// The buffer a command starting in `slot` moves its data through: the slot's Connect area until the queue has its
+// data buffers.
+void RdmaQueue::use_data_buffer(uint32_t slot) {
+  Slot& s = slots_[slot];
+  if (io_memory_bytes_ != 0) {
+    s.data = io_memory_.get() + std::size_t{slot} * data_size_;
+    s.capacity = data_size_;
+    s.lkey = data_mr_->NdkGetLocalTokenFromMr();
+  } else {
+    s.data = memory_.get() + receive_bytes_ + std::size_t{slot} * kConnectDataSize;
+    s.capacity = kConnectDataSize;
+    s.lkey = mr_->NdkGetLocalTokenFromMr();
+  }
 }
 
 void RdmaQueue::begin_close(Clock::time_point now) {
@@ -287,13 +330,15 @@ std::vector<std::unique_ptr<uint8_t, decltype(&std::free)>> g_abandoned;
 void RdmaQueue::abandon_buffers() {
   const std::lock_guard lock(g_abandoned_mutex);
   g_abandoned.push_back(std::move(memory_));
+  if (io_memory_) g_abandoned.push_back(std::move(io_memory_));
 }
 
 RdmaQueue::~RdmaQueue() {
   begin_close(Clock::now());  // a queue destroyed without begin_close() still sends its DREQ
   // Closing the connector cancels a disconnect still waiting for its DREP; no callback runs after it returns.
   if (connector_ != nullptr) connector_->NdkCloseConnector(nullptr, nullptr);
-  apps::close_connection_resources(qp_, mr_, pd_, send_cq_, recv_cq_);
+  apps::close_connection_resources(qp_, mr_, nullptr, nullptr, nullptr);
+  apps::close_connection_resources(nullptr, data_mr_, pd_, send_cq_, recv_cq_);
   queue_.reset();  // the admin queue's controller goes with it
 }
 
@@ -385,12 +430,15 @@ void RdmaQueue::start_command(uint32_t buffer, uint32_t length, TransportCounter
   const uint32_t slot = free_slots_.back();
   free_slots_.pop_back();
   Slot& s = slots_[slot];
+  use_data_buffer(slot);
   const uint8_t* capsule = receive_buffer(buffer);
   std::memcpy(s.sqe.data(), capsule, kSqeSize);
   const Sgl sgl = parse_sgl(std::span<const uint8_t, 16>(capsule + 24, 16));
   s.invalidate = sgl.invalidate;  // sub-type 0xF, whatever the length
   s.key = sgl.key;
   s.plan = queue_->plan(std::span<const uint8_t, kSqeSize>(s.sqe), length - kSqeSize);
+  // plan() keeps to MDTS, and before the Connect only the Connect moves data: this holds whenever plan() does.
+  if (s.plan.status == kStatusSuccess && s.plan.length > s.capacity) s.plan.status = kInternalError;
   if (s.plan.status != kStatusSuccess) {
     (void)post_receive(buffer);
     respond(slot, failed_with(s.plan.status), counters);
@@ -412,12 +460,12 @@ void RdmaQueue::start_command(uint32_t buffer, uint32_t length, TransportCounter
     }
     return;
   }
-  run(slot, std::span(s.data, data_size_), counters);
+  run(slot, std::span(s.data, s.capacity), counters);
 }
 
 void RdmaQueue::post_read(uint32_t slot, TransportCounters& counters) {
   Slot& s = slots_[slot];
-  const NdkSge sge{s.data, s.plan.length, mr_->NdkGetLocalTokenFromMr()};
+  const NdkSge sge{s.data, s.plan.length, s.lkey};
   const NTSTATUS st = qp_->NdkRead(context_of(Work::kRead, slot), &sge, 1, s.plan.sgl.address, s.plan.sgl.key, 0);
   if (st != STATUS_SUCCESS) {
     respond(slot, failed_with(kDataTransferError), counters);
@@ -429,7 +477,11 @@ void RdmaQueue::post_read(uint32_t slot, TransportCounters& counters) {
 
 void RdmaQueue::run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters) {
   Slot& s = slots_[slot];
+  const bool was_connected = queue_->connected();
   const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms(), slot);
+  // The Connect made or joined a controller: the commands from now on get their data buffers. Without them the queue
+  // cannot serve its host, which then sees it disconnect after the Connect's answer.
+  if (!was_connected && queue_->connected() && !open_data_buffers()) fail();
   if (result.held) return;     // an AER: its slot stays taken until an event or the queue's end
   if (result.pending) return;  // a backend runs it: reap() hands it to finish()
   finish(slot, result, counters);
@@ -441,7 +493,7 @@ void RdmaQueue::finish(uint32_t slot, const CommandResult& result, TransportCoun
       result.data_length != 0) {
     // WRITE then SEND on one QP: the host sees the data before the response (IBTA C9-28, in-order delivery).
     // DEFER: the response's post rings the doorbell for both (ndkpi.md: a failed post submits the chain first).
-    const NdkSge sge{s.data, std::min(result.data_length, s.plan.length), mr_->NdkGetLocalTokenFromMr()};
+    const NdkSge sge{s.data, std::min(result.data_length, s.plan.length), s.lkey};
     if (qp_->NdkWrite(context_of(Work::kWrite, slot), &sge, 1, s.plan.sgl.address, s.plan.sgl.key,
                       NDK_OP_FLAG_SILENT_SUCCESS | NDK_OP_FLAG_DEFER) != STATUS_SUCCESS) {
       fail();
@@ -572,6 +624,9 @@ bool RdmaTransport::poll() {
   for (auto& q : queues_) {
     busy |= q->poll(counters_);
     if (q->expire_unconnected(now)) ++counters_.connect_timeouts;
+    // A finished queue that waits for its backends' commands starts no new one: a host whose controller or
+    // connection is gone would otherwise keep it (and its buffers) for as long as it kept sending.
+    if (q->finished()) q->stop_intake();
   }
   // I/O queues before their admin queue: the admin queue's end destroys the controller. A queue whose commands a
   // backend still runs stays (and is polled) until they finish: their data buffers are its own.
@@ -591,6 +646,13 @@ bool RdmaTransport::poll() {
     last_tick_ = now;
   }
   return busy;
+}
+
+std::size_t RdmaTransport::buffer_bytes() const {
+  std::size_t bytes = 0;
+  for (const auto* list : {&queues_, &closing_})
+    for (const auto& q : *list) bytes += q->buffer_bytes();
+  return bytes;
 }
 
 std::size_t RdmaTransport::reap_closed(Clock::time_point now) {

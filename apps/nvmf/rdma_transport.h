@@ -91,6 +91,10 @@ class RdmaTransport {
   [[nodiscard]] const TransportCounters& counters() const noexcept { return counters_; }
   [[nodiscard]] std::size_t queue_count() const noexcept { return queues_.size(); }
   [[nodiscard]] std::size_t closing_queue_count() const noexcept { return closing_.size(); }
+  // Bytes of buffers the queues hold now, closing ones included: each holds its receives (entries x (64 B + in-capsule
+  // data)) and a 1 KiB Connect area per command slot from its accept on, and a data buffer of MDTS per slot only
+  // once its Fabrics Connect made or joined a controller.
+  [[nodiscard]] std::size_t buffer_bytes() const;
 
  private:
   RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target, uint32_t max_reads, std::chrono::milliseconds stop_timeout);

@@ -140,7 +140,8 @@ struct TargetLimits {
   uint8_t mdts = 5;                  // max data transfer 2^mdts * 4 KiB (the transport's buffer per command)
   uint16_t keep_alive_granularity_ms = 1000;  // KAS in Identify Controller, in units of 100 ms
   // The transport's: queues (connections) held at once over every controller, and how long a queue may wait for
-  // its Fabrics Connect. Each queue holds a QP and buffers from its accept on, whether or not a controller ever comes.
+  // its Fabrics Connect. Each queue holds a QP, its receives and a 1 KiB Connect area per command slot from its accept
+  // on, whether or not a controller ever comes; its MDTS-sized data buffers only once its Connect succeeded.
   uint16_t max_queues = 256;
   uint32_t connect_timeout_ms = 10000;
 };

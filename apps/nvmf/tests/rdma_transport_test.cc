@@ -53,6 +53,10 @@ class RdmaTransportTest : public ApiTest {
   void TearDown() override {
     transport_.reset();  // disconnects the queues that are left
     target_.reset();
+    // A test that stopped early (a failed ASSERT) leaves its hosts' connectors open, and each holds its player's QP,
+    // whose close would then wait for ever.
+    for (ndk::Connector* c : open_connectors_) (void)apps::disconnect_and_close(c, std::chrono::seconds(2));
+    open_connectors_.clear();
     ApiTest::TearDown();
   }
 
@@ -143,10 +147,12 @@ class RdmaTransportTest : public ApiTest {
     EXPECT_TRUE(poll_target_until([&] { return done.load(); }));
     connecting.join();
     EXPECT_NE(connector, nullptr) << error;
+    if (connector != nullptr) open_connectors_.push_back(connector);
     return connector;
   }
   // The host disconnects and closes `connector` while this thread polls the target.
   void disconnect(ndk::Connector* connector) {
+    std::erase(open_connectors_, connector);
     std::atomic<bool> done{false};
     std::thread closing([&] {
       (void)apps::disconnect_and_close(connector, std::chrono::seconds(10));
@@ -202,6 +208,7 @@ class RdmaTransportTest : public ApiTest {
   sockaddr_storage host_address_{};
   std::unique_ptr<NvmfTarget> target_;
   std::unique_ptr<RdmaTransport> transport_;
+  std::vector<ndk::Connector*> open_connectors_;  // connect_host()'s, until disconnect()
 };
 
 // A host that keeps more commands outstanding than the slots the target has free: one that ignores the SQ head, or,
@@ -380,6 +387,73 @@ TEST_F(RdmaTransportTest, RequestsBeyondMaxQueuesAreRejectedWithNoResources) {
   EXPECT_EQ(transport_->counters().queues_accepted, 3u);
   disconnect(second);
   disconnect(fourth);
+}
+
+// A peer's CM REQs alone must not hold much memory: up to limits.max_queues queues wait for their Fabrics Connect
+// at once, for connect_timeout_ms. Before the Connect a queue holds its receives and a 1 KiB Connect area per command
+// slot; the data buffers (MDTS per slot: 128 KiB here, two slots per command) come with the controller, and the
+// commands after the Connect move their data through them. (Each accepted REQ used to take them at once: 8 MiB for
+// this admin queue of 32, ~32 MiB for an I/O queue of 128.)
+TEST_F(RdmaTransportTest, AQueueTakesItsDataBuffersOnlyOnceItsConnectMadeAController) {
+  constexpr uint16_t kEntries = 32;
+  ndk::testing::Player& host = player();
+  ndk::Connector* connector = connect_host(host, kEntries);
+  ASSERT_NE(connector, nullptr);
+  const std::size_t slots = 2 * kEntries;
+  const std::size_t before_connect = transport_->buffer_bytes();
+  EXPECT_GE(before_connect, kEntries * kSqe + slots * kConnectDataSize);
+  EXPECT_LE(before_connect, std::size_t{128} << 10);
+
+  ASSERT_EQ(fabrics_connect(host, kEntries - 1), 0) << "Connect succeeds";
+  const std::size_t data_size = std::size_t{4096} << TargetLimits{}.mdts;
+  EXPECT_EQ(transport_->buffer_bytes(), before_connect + slots * data_size);
+
+  // A command after the Connect moves its data through the data buffers: Identify Controller, 4 KiB by RDMA WRITE
+  // into the host's memory, which is more than a Connect area holds. The controller is enabled first.
+  constexpr std::size_t kResponse = 4096, kData = 16384;
+  uint8_t* const sqe = host.buffer;
+  const auto run_admin = [&](uint16_t cid) {
+    sqe[1] = 0x40;  // PSDT 01b: SGLs
+    std::memcpy(sqe + 2, &cid, 2);
+    EXPECT_EQ(host.receive(kResponse, kCqe, 2U * cid), STATUS_SUCCESS);
+    EXPECT_EQ(host.send(0, kSqe, 2U * cid + 1), STATUS_SUCCESS);
+    bool answered = false;
+    EXPECT_TRUE(poll_target_until([&] {
+      NdkResult r;
+      while (host.cq->NdkGetCqResults(&r, 1) == 1) {
+        EXPECT_EQ(r.Status, STATUS_SUCCESS);
+        answered |= reinterpret_cast<uintptr_t>(r.RequestContext) == 2U * cid;
+      }
+      return answered;
+    }));
+    uint16_t status = 0;
+    std::memcpy(&status, host.buffer + kResponse + 14, 2);
+    return status >> 1;
+  };
+  std::memset(sqe, 0, kSqe);
+  sqe[0] = 0x7F;                                     // Fabrics
+  sqe[4] = 0x00;                                     // Property Set
+  const uint32_t cc_offset = 0x14;                   // CC
+  const uint32_t enable = 1U | 6U << 16 | 4U << 20;  // EN, IOSQES 64 B, IOCQES 16 B
+  std::memcpy(sqe + 44, &cc_offset, 4);
+  std::memcpy(sqe + 48, &enable, 4);
+  sqe[39] = 0x40;  // a null keyed SGL: no data
+  ASSERT_EQ(run_admin(2), 0) << "CC.EN";
+  std::memset(host.buffer + kData, 0, 4096);
+  std::memset(sqe, 0, kSqe);
+  sqe[0] = 0x06;  // Identify
+  const uint64_t address = host.address(kData);
+  const uint32_t length = 4096;
+  const uint32_t key = host.token();
+  std::memcpy(sqe + 24, &address, 8);
+  std::memcpy(sqe + 32, &length, 3);
+  std::memcpy(sqe + 35, &key, 4);
+  sqe[39] = 0x40;  // keyed data block, address
+  sqe[40] = 0x01;  // CNS 1: the controller
+  ASSERT_EQ(run_admin(3), 0) << "Identify";
+  const std::string subnqn(reinterpret_cast<const char*>(host.buffer + kData + 768), std::strlen(kSubsystemNqn));
+  EXPECT_EQ(subnqn, kSubsystemNqn) << "Identify Controller's SUBNQN (bytes 768..1023), the last quarter of the 4 KiB";
+  disconnect(connector);
 }
 
 // A backend that holds every request until told to end them, as a file backend's I/O stays in the kernel: a read
