@@ -408,10 +408,12 @@ void RdmaQueue::on_capsule(uint32_t buffer, uint32_t length, TransportCounters& 
     ++counters.capsules_dropped;
     return;
   }
-  // A capsule shorter than an SQE: nothing to answer, as nvmet drops it. The receive goes back.
+  // A capsule shorter than an SQE has no command ID to answer: a transport error that ends the queue (nvmet's
+  // "Ctrl Fatal Error: capsule size less than 64 bytes"), and with an admin queue its controller. Dropping it alone
+  // left the host's command to time out on a queue that went on as if nothing had happened.
   if (length < kSqeSize) {
     ++counters.bad_capsules;
-    (void)post_receive(buffer);
+    fail();
     return;
   }
   // Every slot taken: the host has the responses of commands whose SENDs we have not yet seen complete (it may

@@ -456,6 +456,23 @@ TEST_F(RdmaTransportTest, AQueueTakesItsDataBuffersOnlyOnceItsConnectMadeAContro
   disconnect(connector);
 }
 
+// A capsule shorter than an SQE carries no command to answer: the target closes the queue (as nvmet does, a
+// controller fatal error) and its controller with it, and counts it. It used to drop the capsule and go on.
+TEST_F(RdmaTransportTest, ACapsuleShorterThanAnSqeClosesTheQueue) {
+  ndk::testing::Player& host = player();
+  std::atomic<bool> disconnected{false};
+  ndk::Connector* connector = connect_host(host, 2, &disconnected);
+  ASSERT_NE(connector, nullptr);
+  ASSERT_EQ(fabrics_connect(host, 1), 0) << "Connect succeeds";
+  ASSERT_EQ(target_->controller_count(), 1u);
+  std::memset(host.buffer, 0, kSqe);
+  ASSERT_EQ(host.send(0, 32, 7), STATUS_SUCCESS);
+  ASSERT_TRUE(poll_target_until([&] { return disconnected.load(); })) << "the target's DREQ";
+  EXPECT_EQ(transport_->counters().bad_capsules, 1u);
+  EXPECT_TRUE(poll_target_until([&] { return target_->controller_count() == 0; })) << "the controller went with it";
+  disconnect(connector);
+}
+
 // A backend that holds every request until told to end them, as a file backend's I/O stays in the kernel: a read
 // then fills its buffer, as the kernel would.
 class HeldBackend : public Backend {
