@@ -118,7 +118,7 @@ struct EngineCounters {
   // Timers and control.
   Counter timers_fired;
   Counter commands_executed;
-  Counter invalidation_waits;  // invalidations that waited for another engine to finish a packet (wait_for_engines)
+  Counter invalidation_waits;  // invalidations that found another engine inside an iteration and waited for it
   // Test-only fault injection (config.faults).
   Counter fault_dropped;
   Counter fault_duplicated;

@@ -170,20 +170,22 @@ void EngineContext::leave_iteration() noexcept {
 void EngineContext::wait_for_engines(uint32_t engines) noexcept {
   engines &= ~(1U << id_);
   if (engines == 0) return;
-  counters_.invalidation_waits.add();
   // The caller made the slot invalid before this fence: an engine that enters an iteration after it sees the key
   // invalid (enter_iteration), so only one that is inside an iteration now is waited for.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   leave_iteration();  // between packets: an engine waiting for this one goes on
+  bool waited = false;
   for (EngineId e = 0; e < engine_count_; ++e) {
     if ((engines & (1U << e)) == 0) continue;
     const std::atomic<uint64_t>& epoch = activity_[e].epoch;
     // Acquire: pairs with leave_iteration()'s release, so that engine's copies are complete once it moved on.
     const uint64_t seen = epoch.load(std::memory_order_acquire);
     if ((seen & 1) == 0) continue;
+    waited = true;
     while (epoch.load(std::memory_order_acquire) == seen) rte_pause();
   }
   enter_iteration();
+  if (waited) counters_.invalidation_waits.add();
 }
 
 uint32_t EngineContext::run_commands() noexcept {

@@ -165,9 +165,10 @@ class EngineContext {
   // Engine only, at a point where it holds no pointer into registered memory (between packets): waits until each
   // engine in `engines` (bit e for EngineId e; this engine's own bit is ignored) has left the loop iteration it is
   // in, if it is in one. An invalidation calls it after it made the key invalid: from then on no engine is still
-  // copying into or out of the memory through a resolve made before (IBTA 10.6.7: the memory is the consumer's again
-  // once the invalidation completes). While it waits this engine counts as between iterations, so two engines
-  // waiting for each other both go on.
+  // copying into or out of the memory through a key it resolved for the packet it was on (IBTA 10.6.7: the peer
+  // reaches the memory no more once the invalidation completes; dataplane/README.md says what this does not cover).
+  // While it waits this engine counts as between iterations, so two engines waiting for each other both go on. A
+  // command runs inside its engine's iteration: a slow one delays an engine waiting here.
   void wait_for_engines(uint32_t engines) noexcept;
 
  private:
