@@ -19,10 +19,10 @@ uint16_t le16(std::span<const uint8_t> bytes, std::size_t at) {
   return static_cast<uint16_t>(bytes[at] | bytes[at + 1] << 8);
 }
 
-uint64_t now_ms() {
-  return static_cast<uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count());
+uint64_t ms_of(Clock::time_point t) {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(t.time_since_epoch()).count());
 }
+uint64_t now_ms() { return ms_of(Clock::now()); }
 
 // Request contexts: what a completion is about, and which receive buffer or command slot.
 enum class Work : uint64_t { kReceive = 1, kRead = 2, kWrite = 3, kResponse = 4 };
@@ -113,7 +113,8 @@ class RdmaQueue {
   RdmaQueue(const RdmaQueue&) = delete;
   RdmaQueue& operator=(const RdmaQueue&) = delete;
 
-  bool poll(TransportCounters& counters);
+  // `now_ms`: the transport's clock for this poll (keep-alive), read once per poll rather than per command.
+  bool poll(TransportCounters& counters, uint64_t now_ms);
   // The host disconnected, the connection failed, the controller is gone, or none came in time: the transport
   // closes the queue.
   [[nodiscard]] bool finished() const {
@@ -216,6 +217,7 @@ class RdmaQueue {
   std::atomic<bool> peer_gone_{false};
   bool failed_ = false;
   bool connect_expired_ = false;
+  uint64_t now_ms_ = 0;  // poll()'s clock, for the commands it runs
 };
 
 std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& target, Connector* connector,
@@ -349,7 +351,8 @@ bool RdmaQueue::post_receive(uint32_t buffer) {
   return false;
 }
 
-bool RdmaQueue::poll(TransportCounters& counters) {
+bool RdmaQueue::poll(TransportCounters& counters, uint64_t now_ms) {
+  now_ms_ = now_ms;
   bool busy = false;
   if (accepted_.done.load(std::memory_order_acquire) && accepted_.status.load() != STATUS_SUCCESS) fail();
   std::array<NdkResult, 16> results;
@@ -480,7 +483,7 @@ void RdmaQueue::post_read(uint32_t slot, TransportCounters& counters) {
 void RdmaQueue::run(uint32_t slot, std::span<uint8_t> data, TransportCounters& counters) {
   Slot& s = slots_[slot];
   const bool was_connected = queue_->connected();
-  const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms(), slot);
+  const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms_, slot);
   // The Connect made or joined a controller: the commands from now on get their data buffers. Without them the queue
   // cannot serve its host, which then sees it disconnect after the Connect's answer.
   if (!was_connected && queue_->connected() && !open_data_buffers()) fail();
@@ -555,7 +558,8 @@ RdmaTransport::~RdmaTransport() {
   auto drained = [this] { return std::all_of(queues_.begin(), queues_.end(), [](auto& q) { return q->drained(); }); };
   while (!drained() && Clock::now() < deadline) {
     bool busy = target_.poll() != 0;  // backend completions, to each command's queue
-    for (auto& q : queues_) busy |= q->poll(counters_);
+    const uint64_t now = now_ms();
+    for (auto& q : queues_) busy |= q->poll(counters_, now);
     if (!busy) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   // Every queue's DREQ goes out at once, and the hosts answer in parallel: one wait of kDisconnectTimeout at
@@ -623,8 +627,9 @@ bool RdmaTransport::poll() {
   }
   busy |= target_.poll() != 0;  // backend completions, to each command's queue
   const auto now = Clock::now();
+  const uint64_t now_in_ms = ms_of(now);
   for (auto& q : queues_) {
-    busy |= q->poll(counters_);
+    busy |= q->poll(counters_, now_in_ms);
     if (q->expire_unconnected(now)) ++counters_.connect_timeouts;
     // A finished queue that waits for its backends' commands starts no new one: a host whose controller or
     // connection is gone would otherwise keep it (and its buffers) for as long as it kept sending.
@@ -644,7 +649,7 @@ bool RdmaTransport::poll() {
   }
   busy |= reap_closed(now) != 0;
   if (now - last_tick_ > std::chrono::milliseconds(100)) {
-    target_.tick(now_ms());
+    target_.tick(now_in_ms);
     last_tick_ = now;
   }
   return busy;
