@@ -114,7 +114,7 @@ class RdmaQueue {
   RdmaQueue& operator=(const RdmaQueue&) = delete;
 
   // `now_ms`: the transport's clock for this poll (keep-alive), read once per poll rather than per command.
-  bool poll(TransportCounters& counters, uint64_t now_ms);
+  bool poll(TransportCounters& counters, uint64_t clock_ms);
   // The host disconnected, the connection failed, the controller is gone, or none came in time: the transport
   // closes the queue.
   [[nodiscard]] bool finished() const {
@@ -172,7 +172,9 @@ class RdmaQueue {
   void post_read(uint32_t slot, TransportCounters& counters);
   void respond(uint32_t slot, const CommandResult& result, TransportCounters& counters);
   void fail() { failed_ = true; }
-  [[nodiscard]] bool takes_commands() const { return !intake_stopped_; }
+  // A failed queue (its connection broke, or it could not set up its data buffers) starts nothing either: it is
+  // about to close, and capsules later in the same poll must not reach a backend.
+  [[nodiscard]] bool takes_commands() const { return !intake_stopped_ && !failed_; }
   static void on_disconnect(void* context) {
     static_cast<RdmaQueue*>(context)->peer_gone_.store(true, std::memory_order_relaxed);
   }
@@ -191,6 +193,7 @@ class RdmaQueue {
   std::unique_ptr<uint8_t, decltype(&std::free)> io_memory_{nullptr, &std::free};
   std::size_t io_memory_bytes_ = 0;
   Mr* data_mr_ = nullptr;
+  bool data_buffers_ready_ = false;  // io_memory_ allocated and registered: commands use it from now on
   bool intake_stopped_ = false;
   Cq* recv_cq_ = nullptr;
   Cq* send_cq_ = nullptr;
@@ -292,14 +295,15 @@ bool RdmaQueue::open_data_buffers() {
   NTSTATUS s = pd_->NdkCreateMr(false, nullptr, nullptr, &data_mr_);
   if (s == STATUS_SUCCESS)
     s = data_mr_->NdkRegisterMr(io_memory_.get(), bytes, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr);
-  return s == STATUS_SUCCESS;
+  data_buffers_ready_ = s == STATUS_SUCCESS;
+  return data_buffers_ready_;
 }
 
 // The buffer a command starting in `slot` moves its data through: the slot's Connect area until the queue has its
 // data buffers.
 void RdmaQueue::use_data_buffer(uint32_t slot) {
   Slot& s = slots_[slot];
-  if (io_memory_bytes_ != 0) {
+  if (data_buffers_ready_) {
     s.data = io_memory_.get() + std::size_t{slot} * data_size_;
     s.capacity = data_size_;
     s.lkey = data_mr_->NdkGetLocalTokenFromMr();
@@ -351,8 +355,8 @@ bool RdmaQueue::post_receive(uint32_t buffer) {
   return false;
 }
 
-bool RdmaQueue::poll(TransportCounters& counters, uint64_t now_ms) {
-  now_ms_ = now_ms;
+bool RdmaQueue::poll(TransportCounters& counters, uint64_t clock_ms) {
+  now_ms_ = clock_ms;
   bool busy = false;
   if (accepted_.done.load(std::memory_order_acquire) && accepted_.status.load() != STATUS_SUCCESS) fail();
   std::array<NdkResult, 16> results;

@@ -457,7 +457,8 @@ TEST_F(RdmaTransportTest, AQueueTakesItsDataBuffersOnlyOnceItsConnectMadeAContro
 }
 
 // A capsule shorter than an SQE carries no command to answer: the target closes the queue (as nvmet does, a
-// controller fatal error) and its controller with it, and counts it. It used to drop the capsule and go on.
+// controller fatal error) and its controller with it, and counts it. It used to drop the capsule and go on. A command
+// that arrives behind it, taken in the same poll, is not started on the failed queue.
 TEST_F(RdmaTransportTest, ACapsuleShorterThanAnSqeClosesTheQueue) {
   ndk::testing::Player& host = player();
   std::atomic<bool> disconnected{false};
@@ -465,9 +466,25 @@ TEST_F(RdmaTransportTest, ACapsuleShorterThanAnSqeClosesTheQueue) {
   ASSERT_NE(connector, nullptr);
   ASSERT_EQ(fabrics_connect(host, 1), 0) << "Connect succeeds";
   ASSERT_EQ(target_->controller_count(), 1u);
-  std::memset(host.buffer, 0, kSqe);
+  const uint64_t commands = target_->counters().commands;
+  std::memset(host.buffer, 0, 2 * kSqe);
+  uint8_t* const property_get = host.buffer + kSqe;  // Property Get CAP: a command that moves no data
+  property_get[0] = 0x7F;
+  property_get[1] = 0x40;
+  property_get[4] = 0x04;
+  property_get[39] = 0x40;  // a null keyed SGL
   ASSERT_EQ(host.send(0, 32, 7), STATUS_SUCCESS);
+  ASSERT_EQ(host.send(kSqe, kSqe, 8), STATUS_SUCCESS);
+  // Both capsules are in the target's receives before it polls (the engines deliver them; the target's thread is
+  // this one), so one poll takes them together.
+  int sent = 0;
+  ASSERT_TRUE(ndk::testing::eventually([&] {
+    NdkResult r;
+    while (host.cq->NdkGetCqResults(&r, 1) == 1) sent += r.Status == STATUS_SUCCESS ? 1 : 0;
+    return sent == 2;
+  }));
   ASSERT_TRUE(poll_target_until([&] { return disconnected.load(); })) << "the target's DREQ";
+  EXPECT_EQ(target_->counters().commands, commands) << "the command behind the runt was not started";
   EXPECT_EQ(transport_->counters().bad_capsules, 1u);
   EXPECT_TRUE(poll_target_until([&] { return target_->controller_count() == 0; })) << "the controller went with it";
   disconnect(connector);
