@@ -61,7 +61,7 @@ struct TransportCounters {
   uint64_t capsules = 0;
   uint64_t bad_capsules = 0;       // shorter than an SQE: the queue is closed, as nvmet does
   uint64_t capsules_held = 0;      // came while every command slot was taken: waited for one
-  uint64_t capsules_dropped = 0;   // came while the target was stopping: no command started
+  uint64_t capsules_dropped = 0;   // came while the target was stopping, or the queue closing: no command started
   uint64_t buffers_abandoned = 0;  // queues whose buffers a backend still held when the target's stop timed out
   uint64_t rdma_reads = 0;
   uint64_t rdma_writes = 0;
