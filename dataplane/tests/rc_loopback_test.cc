@@ -347,46 +347,44 @@ TEST(RcLoopbackOps, AnInvalidationCompletesOnlyWhenNoOtherEngineIsInsideAPacketF
   };
   const auto waits = [&](EngineId e) { return world.dataplane().engine(e).counters().invalidation_waits.read(); };
 
+  // Posts with `post` while engine `held` is inside an iteration: `poll` finds nothing for 200 ms, and once the engine
+  // is let go `wait` returns the completion.
+  const auto completion_after_hold = [&](EngineId held, const auto& post, const auto& poll, const auto& wait) {
+    EngineHold hold(world.dataplane().engine(held));
+    EXPECT_TRUE(hold.holding());
+    post();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_FALSE(poll()) << "the invalidation completed while engine " << held << " could still use the memory";
+    hold.release();
+    return wait();
+  };
+
   // LOCAL_INV on engine 0 while engine 1, which placed A's WRITE, is held.
   register_and_write_through(a, 10);
-  {
-    EngineHold hold(world.dataplane().engine(1));
-    ASSERT_TRUE(hold.holding());
-    proto::SendWqe inv;
-    inv.context = 20;
-    inv.op = WorkOp::kLocalInvalidate;
-    inv.flags = proto::kWqeSignaled;
-    inv.memory.token = token;
-    a->post(inv);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    EXPECT_FALSE(a->poll_send()) << "the invalidation completed while engine 1 could still be writing the memory";
-    hold.release();
-    const auto done = a->wait_send_completion();
-    ASSERT_TRUE(done);
-    EXPECT_EQ(done->status, CompletionStatus::kSuccess);
-    EXPECT_EQ(done->context, 20U);
-  }
+  proto::SendWqe inv;
+  inv.context = 20;
+  inv.op = WorkOp::kLocalInvalidate;
+  inv.flags = proto::kWqeSignaled;
+  inv.memory.token = token;
+  const auto done = completion_after_hold(
+      1, [&] { a->post(inv); }, [&] { return a->poll_send(); }, [&] { return a->wait_send_completion(); });
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->status, CompletionStatus::kSuccess);
+  EXPECT_EQ(done->context, 20U);
   EXPECT_EQ(waits(0), 1U);
 
   // A peer's Send with Invalidate, C -> D on engine 1, while engine 0, which placed B's WRITE, is held.
   register_and_write_through(b, 30);
-  {
-    d->post_receive(d->buffer.data(), 64, 40);
-    EngineHold hold(world.dataplane().engine(0));
-    ASSERT_TRUE(hold.holding());
-    proto::SendWqe send = c->send(WorkOp::kSendWithInvalidate, 0, 8, 41);
-    send.invalidate_rkey = proto::RemoteToken{token};
-    c->post(send);
-    std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    EXPECT_FALSE(d->poll_receive()) << "the invalidation completed while engine 0 could still be writing the memory";
-    hold.release();
-    const auto received = d->wait_receive_completion();
-    ASSERT_TRUE(received);
-    EXPECT_EQ(received->status, CompletionStatus::kSuccess);
-    EXPECT_EQ(received->op, WorkOp::kSendWithInvalidate);
-    EXPECT_EQ(received->invalidated_rkey.value(), token);
-    ASSERT_TRUE(c->wait_send_successes(1));
-  }
+  d->post_receive(d->buffer.data(), 64, 40);
+  proto::SendWqe send = c->send(WorkOp::kSendWithInvalidate, 0, 8, 41);
+  send.invalidate_rkey = proto::RemoteToken{token};
+  const auto received = completion_after_hold(
+      0, [&] { c->post(send); }, [&] { return d->poll_receive(); }, [&] { return d->wait_receive_completion(); });
+  ASSERT_TRUE(received);
+  EXPECT_EQ(received->status, CompletionStatus::kSuccess);
+  EXPECT_EQ(received->op, WorkOp::kSendWithInvalidate);
+  EXPECT_EQ(received->invalidated_rkey.value(), token);
+  ASSERT_TRUE(c->wait_send_successes(1));
   EXPECT_EQ(waits(1), 1U);
 
   // The key is invalid for every engine now: B's WRITE through it fails.
