@@ -113,7 +113,7 @@ class RdmaQueue {
   RdmaQueue(const RdmaQueue&) = delete;
   RdmaQueue& operator=(const RdmaQueue&) = delete;
 
-  // `now_ms`: the transport's clock for this poll (keep-alive), read once per poll rather than per command.
+  // `clock_ms`: the transport's clock for this poll (keep-alive), read once per poll rather than per command.
   bool poll(TransportCounters& counters, uint64_t clock_ms);
   // The host disconnected, the connection failed, the controller is gone, or none came in time: the transport
   // closes the queue.
