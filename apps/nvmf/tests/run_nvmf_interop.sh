@@ -100,8 +100,8 @@ run_case() {
   kill -TERM "$uroce_pid" 2>/dev/null
   wait "$uroce_pid" || urc=$?
   uroce_pid=""
-  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
-  check_capture "$pcap" "$pmtu" "$name" || crc=1
+  stop_capture
+  check_capture_if_complete "$pcap" "$pmtu" "$name" || crc=1
   local verdict=PASS
   if [ -n "$failed_steps" ] || [ "$urc" != 0 ] || [ "$crc" != 0 ]; then
     verdict=FAIL

@@ -121,8 +121,8 @@ capture_start() {
 }
 capture_checks=""
 capture_stop_and_check() {
-  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
-  if check_capture "$OUT/$1.pcap" "$PMTU" "$1"; then
+  stop_capture
+  if check_capture_if_complete "$OUT/$1.pcap" "$PMTU" "$1"; then
     capture_checks+=" ${1##*.}:ok$CHECK_NOTES"
   else
     capture_checks+=" ${1##*.}:FAIL$CHECK_NOTES"

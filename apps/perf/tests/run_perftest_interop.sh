@@ -102,7 +102,7 @@ run_attempt() {
     "$TOOLS/exec.sh" g1 --wait "$job" --timeout "$([ "$urc" = 0 ] && echo 120 || echo 15)" >"$glog" 2>&1 || grc=$?
   fi
   [ "$urc" = 0 ] && [ "$grc" = 0 ] || guest_kill
-  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
+  stop_capture
   TAP_DROPPED=$(($(tap_tx_dropped) - tap_dropped_before))
   # Each side prints a result line (the server of write_bw/read_bw the client's report); read_lat's server only
   # serves READs and prints none, in perftest as in uroce-perf.
@@ -113,7 +113,8 @@ run_attempt() {
   [[ $test == write_lat || $test == send_lat ]] && one_way=()
   local connection=()
   [ -n "$cm" ] && connection=(--cm-connection 2)
-  check_capture "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" "${connection[@]}" || crc=1
+  check_capture_if_complete "$pcap" "$pmtu" "$name" --size "$SIZE" --iters "$iters" "${one_way[@]}" "${connection[@]}" ||
+    crc=1
 }
 
 # Two failures belong to the guest, not to the transport, and end an attempt that the case then runs again (its

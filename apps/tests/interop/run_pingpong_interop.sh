@@ -72,11 +72,11 @@ run_case() {
   if [ "$grc" = 124 ] || [ "$urc" != 0 ]; then
     "$TOOLS/exec.sh" g1 'pkill -x ibv_rc_pingpong; sleep 1; pkill -9 -x ibv_rc_pingpong; true' >/dev/null 2>&1 || true
   fi
-  "$TOOLS/capture.sh" stop >>"$OUT/capture.log" 2>&1 || true
+  stop_capture
   # ibv_rc_pingpong -c reports bad data only as a line of output, with exit status 0.
   if grep -q 'invalid data' "$glog"; then grc=99; notes+=" guest:invalid-data"; fi
   grep -q 'iters in' "$glog" || { [ "$grc" = 0 ] && grc=98; }
-  check_capture "$pcap" "$pmtu" "$name" --size "$size" --iters "$iters" || crc=$?
+  check_capture_if_complete "$pcap" "$pmtu" "$name" --size "$size" --iters "$iters" || crc=$?
   notes+=$CHECK_NOTES
   # ibv_rc_pingpong's protocol has no closing handshake: the side that receives the last message exits, and its
   # QP with it. If the ACK for the other side's last message is then lost, that sender retries into silence and
