@@ -12,8 +12,10 @@
 //   3. drain the redirect rings from the other engines (packets already parsed and checked once: no ICRC again)
 //   4. fire due timers, 5. call the registered pollers (doorbells), 6. flush TX batches and backlogs
 //   7. idle policy: busy_poll spins; backoff spins, then rte_pause()s, then sleeps ~30 us until work appears
-// Steps 1 to 6 are inside the iteration: the engine's epoch (EngineActivity) is odd from before step 1 to after
-// step 6, so that an invalidation on another engine can wait for the packets this one is placing (wait_for_engines).
+// An iteration that reads the memory table (resolves a key for a packet, pins, runs a local operation) is inside
+// from that first read to the end of step 6: the engine's epoch (EngineActivity) is odd, so that an invalidation on
+// another engine can wait for the packets this one is placing (wait_for_engines). An iteration that finds nothing to
+// do never touches the epoch's fence.
 //
 // The datapath allocates only mbufs, takes no locks, makes no syscalls (except the backoff sleep), never logs
 // and never throws. EngineContext is the token for engine-only operations: only an engine creates one, and
@@ -170,6 +172,12 @@ class EngineContext {
   // While it waits this engine counts as between iterations, so two engines waiting for each other both go on. A
   // command runs inside its engine's iteration: a slow one delays an engine waiting here.
   void wait_for_engines(uint32_t engines) noexcept;
+  // Engine only, before each read of the memory table (RcQueuePair::table()): the first one in a loop iteration
+  // makes the iteration inside (enter_iteration), so that wait_for_engines on another engine waits for the end of
+  // it. An iteration that reads no key holds no pointer resolved in it, and pays no fence.
+  void begin_memory_access() noexcept {
+    if (!inside_) enter_iteration();
+  }
 
  private:
   friend class Engine;
@@ -211,7 +219,8 @@ class EngineContext {
   void publish_completion_events() noexcept;
   void idle(uint32_t work) noexcept;
   [[gnu::cold]] void release_held_mbufs() noexcept;
-  // The loop iteration's bounds for wait_for_engines(): odd from enter_iteration() to leave_iteration().
+  // The loop iteration's bounds for wait_for_engines(): odd from enter_iteration() to leave_iteration(), which
+  // does nothing for an iteration that never entered.
   void enter_iteration() noexcept;
   void leave_iteration() noexcept;
 
@@ -256,6 +265,7 @@ class EngineContext {
   uint64_t now_ = 0;
   uint32_t idle_iterations_ = 0;
   bool running_ = true;
+  bool inside_ = false;  // this iteration entered (begin_memory_access): the epoch is odd
 };
 
 // The control side of an engine: launch, stop, and commands executed on its lcore.

@@ -166,7 +166,7 @@ proto::RcEnv::SplitFrame RcQueuePair::tx_begin_zero_copy(std::size_t header_leng
     ctx_->counters().tx_backpressure.add();
     return {};
   }
-  MemoryTable& memory = engine_.memory();
+  MemoryTable& memory = table();
   std::atomic<uint32_t>* const pins =
       memory.pin_for_tx(token.value(), reinterpret_cast<uint64_t>(payload), payload_length);
   if (pins == nullptr) return {};
@@ -215,29 +215,32 @@ uint64_t RcQueuePair::now_ns() {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(ctx_->now()) * engine_.ns_per_tsc_q32()) >> 32);
 }
 
+MemoryTable& RcQueuePair::table() noexcept {
+  ctx_->begin_memory_access();
+  return engine_.memory();
+}
+
 uint8_t* RcQueuePair::resolve_local(proto::LocalToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(local_keys_, token.value(), addr, length, access, requester(), true);
+  return table().resolve(local_keys_, token.value(), addr, length, access, requester(), true);
 }
 
 uint8_t* RcQueuePair::resolve_remote(proto::RemoteToken token, uint64_t addr, uint32_t length, uint32_t access) {
-  return engine_.memory().resolve(remote_keys_, token.value(), addr, length, access, requester());
+  return table().resolve(remote_keys_, token.value(), addr, length, access, requester());
 }
 
 bool RcQueuePair::grants_paged(uint32_t token, uint64_t addr, uint32_t length, uint32_t access, bool local) {
-  return engine_.memory().grants(token, addr, length, access, requester(), local);
+  return table().grants(token, addr, length, access, requester(), local);
 }
 
 bool RcQueuePair::copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uint32_t length, uint32_t access,
                              bool local, bool into_memory) {
-  return engine_.memory().copy(token, addr, buffer, length, access, requester(), local, into_memory);
+  return table().copy(token, addr, buffer, length, access, requester(), local, into_memory);
 }
 
-void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) {
-  engine_.memory().unstage_pages(token, page_list);
-}
+void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) { table().unstage_pages(token, page_list); }
 
 bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
-  if (!engine_.memory().invalidate_remote(token.value(), requester())) return false;
+  if (!table().invalidate_remote(token.value(), requester())) return false;
   wait_until_unused(token.value());
   return true;
 }
@@ -247,7 +250,7 @@ bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
 // sees the completion, and the peer may no longer reach it (IBTA 10.6.7), so the completion waits for that packet.
 // Both callers are between packets. Memory only this engine ever read, the usual case, costs one fence and a load.
 void RcQueuePair::wait_until_unused(uint32_t token) noexcept {
-  ctx_->wait_for_engines(engine_.memory().engines_that_may_hold(token));
+  ctx_->wait_for_engines(table().engines_that_may_hold(token));
 }
 
 const proto::RecvWqe* RcQueuePair::pop_receive() {
@@ -310,7 +313,7 @@ void RcQueuePair::complete_receive(const proto::Completion& c) { push_completion
 // Local operations act on the shared memory table; the failure statuses are the ones rxe
 // uses (LOC_QP_OP_ERR for fast register and invalidate, MW_BIND_ERR for bind).
 proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
-  MemoryTable& memory = engine_.memory();
+  MemoryTable& memory = table();
   const proto::MemoryOperation& m = w.memory;
   switch (w.op) {
     case proto::WorkOp::kFastRegister:

@@ -177,6 +177,9 @@ class RcQueuePair final : public proto::RcEnv {
   static void wake(EngineTimer& timer, EngineContext& ctx) noexcept;
   // This QP as the memory table knows it: its PD for regions, and itself for the windows bound through it.
   [[nodiscard]] Requester requester() const noexcept { return {setup_.pd, qpn_.value()}; }
+  // Every read of the memory table from the engine goes through here: it makes the engine's loop iteration one that
+  // an invalidation on another engine waits for (EngineContext::begin_memory_access).
+  [[nodiscard]] MemoryTable& table() noexcept;
 
   proto::Qpn qpn_;
   RcQueuePairSetup setup_;

@@ -278,12 +278,14 @@ TEST(RcLoopbackOps, RemoteAccessErrorCompletesWithTheRightStatus) {
 }
 
 // Holds an engine inside one loop iteration, as an engine in the middle of placing or reading a packet is: a command
-// that waits for release(). Released, and waited for, at the latest when it goes out of scope.
+// that reads the memory table (as a resolve would) and waits for release(). Released, and waited for, at the latest
+// when it goes out of scope.
 class EngineHold {
  public:
   explicit EngineHold(Engine& engine) {
-    command_.run = [](void* arg, EngineContext&) {
+    command_.run = [](void* arg, EngineContext& ctx) {
       auto& self = *static_cast<EngineHold*>(arg);
+      ctx.begin_memory_access();
       self.running_.store(true);
       while (!self.released_.load(std::memory_order_acquire)) std::this_thread::yield();
     };
