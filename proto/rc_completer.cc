@@ -30,9 +30,18 @@ void RcQp::keep_send_cursor_ahead() noexcept {
   }
   if (is_before(next_psn_, unacked_psn_)) {
     next_psn_ = unacked_psn_;
-    if (sq_next_ == sq_oldest_ && progress(sq_oldest_).started)
-      send_offset_ = static_cast<uint32_t>(distance(unacked_psn_, progress(sq_oldest_).first_psn)) * attrs_.path_mtu;
+    if (sq_next_ == sq_oldest_ && progress(sq_oldest_).started) send_offset_ = offset_at(sq_oldest_, unacked_psn_);
   }
+}
+
+// The byte offset in WQE `index` of its packet at `psn`, held to the WQE's own PSN range: whatever a peer's ACKs made
+// of the PSNs, the send cursor never points past the end of a WQE (the packet it built there would carry no data of
+// the WQE, only what the mbuf held before).
+uint32_t RcQp::offset_at(uint32_t index, Psn psn) const noexcept {
+  const WqeProgress& pr = progress(index);
+  if (is_atomic(wqe(index).op)) return 0;
+  const int32_t packets = std::clamp(distance(psn, pr.first_psn), 0, distance(pr.last_psn, pr.first_psn));
+  return static_cast<uint32_t>(packets) * attrs_.path_mtu;
 }
 
 // Forward progress gives the oldest outstanding message the full retry budgets again: retry_count bounds the retries
@@ -166,8 +175,16 @@ void RcQp::on_read_response(const ParsedPacket& p) noexcept {
     return;
   }
   const uint32_t mtu = attrs_.path_mtu;
-  const auto offset = static_cast<uint32_t>(distance(psn, pr.first_psn)) * mtu;
   const bool ends = p.info->is(kLast) || p.info->is(kOnly);
+  // The response belongs to this READ's PSN range, and the one at its last PSN, and only that one, ends it (IBTA
+  // 9.7.5.1.6: a response outside the expected sequence is an invalid response). Otherwise a peer could answer
+  // past the READ's last PSN into a later request's, completing the READ without placing its data and moving the
+  // send cursor to an offset beyond a later WQE.
+  if (is_before(psn, pr.first_psn) || is_after(psn, pr.last_psn) || ends != (psn == pr.last_psn)) {
+    enter_error(CompletionStatus::kBadResponse);
+    return;
+  }
+  const auto offset = static_cast<uint32_t>(distance(psn, pr.first_psn)) * mtu;
   const uint32_t length = p.payload_length;
   // Each response but the last carries a full PMTU, and the last ends the READ exactly.
   if (offset + length > w.length || (ends ? offset + length != w.length : length != mtu)) {
@@ -241,8 +258,7 @@ void RcQp::go_back_n() noexcept {
     next_psn_ = unacked_psn_;
     return;
   }
-  const auto packets_done = static_cast<uint32_t>(std::max<int32_t>(0, distance(unacked_psn_, pr.first_psn)));
-  send_offset_ = is_atomic(wqe(sq_oldest_).op) ? 0 : packets_done * attrs_.path_mtu;
+  send_offset_ = offset_at(sq_oldest_, unacked_psn_);
   next_psn_ = unacked_psn_;
   retry_pending_ = true;
 }

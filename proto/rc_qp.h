@@ -162,6 +162,7 @@ class RcQp {
   };
   [[nodiscard]] const SendWqe& wqe(uint32_t index) const noexcept { return sq_[index & sq_mask_]; }
   [[nodiscard]] WqeProgress& progress(uint32_t index) noexcept { return progress_[index & sq_mask_]; }
+  [[nodiscard]] const WqeProgress& progress(uint32_t index) const noexcept { return progress_[index & sq_mask_]; }
   [[nodiscard]] uint32_t packets_for(uint32_t length) const noexcept;
   // One past the highest request PSN ever sent (next_psn_ rewinds on go-back-N).
   [[nodiscard]] Psn sent_limit() const noexcept {
@@ -185,6 +186,7 @@ class RcQp {
   // --- completer (rc_completer.cc) ---
   enum class AckResult : uint8_t { kProgress, kLostResponse };
   void keep_send_cursor_ahead() noexcept;
+  [[nodiscard]] uint32_t offset_at(uint32_t index, Psn psn) const noexcept;
   AckResult acknowledge_through(Psn psn) noexcept;
   void on_ack(const ParsedPacket& p) noexcept;
   void on_read_response(const ParsedPacket& p) noexcept;

@@ -2,6 +2,9 @@
 // timing the peer chooses. What it answers must never cost the connection more than the rule it invokes allows.
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "proto/packet_builder.h"
 #include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
@@ -33,6 +36,66 @@ TEST(CompleterRnr, EachMessageGetsTheFullRnrRetryCount) {
     EXPECT_EQ(net.a().send_completions.back().status, CompletionStatus::kSuccess);
   }
   EXPECT_EQ(net.a().qp.counters().rnr_nak_retry_err, 0u);
+}
+
+// A READ response B did not send: from B's address to A's QP, with the PSN, opcode and payload the peer chooses.
+std::vector<uint8_t> forged_read_response(Opcode op, Psn psn, uint32_t payload_length) {
+  const std::vector<uint8_t> payload(payload_length, 0xEE);
+  PacketSpec s;
+  s.src_mac = MacAddr{0x020000000002ull};
+  s.dst_mac = MacAddr{0x020000000001ull};
+  s.src_gid = gid_from_ipv4(Ipv4Addr{0xC6120002u});
+  s.dst_gid = gid_from_ipv4(Ipv4Addr{0xC6120001u});
+  s.dest_qp = Qpn{0x11};
+  s.opcode = op;
+  s.psn = psn;
+  s.payload = payload;
+  std::vector<uint8_t> frame(packet_size(s));
+  EXPECT_NE(build_packet(s, frame), 0u);
+  return frame;
+}
+
+// IBTA 9.7.5.1.6: READ responses come in the READ's own PSN range, and the one at its last PSN ends it. A peer that
+// answers past that range, or ends a READ early, makes an invalid response: the READ completes with
+// kBadResponse and nothing after it completes as if answered. Before the check, both sequences below completed the
+// READ as a success: the first without placing its data (and then resent a later 64-byte SEND from an offset past
+// its end, as PMTU-sized packets of whatever the buffers held), the second with more than a PMTU in one response.
+TEST(CompleterReadResponse, AResponseOutsideTheReadsPsnRangeOrEndingItEarlyIsInvalid) {
+  struct Case {
+    const char* what;
+    uint32_t mtu;
+    std::vector<std::pair<Opcode, uint32_t>> responses;  // from the READ's first PSN on
+  };
+  const std::vector<Case> cases = {
+      {"two MIDDLEs, then an ONLY at the next request's PSN",
+       1024,
+       {{Opcode::kRcRdmaReadResponseMiddle, 1024},
+        {Opcode::kRcRdmaReadResponseMiddle, 1024},
+        {Opcode::kRcRdmaReadResponseOnly, 0}}},
+      {"one ONLY of the whole READ, longer than the PMTU", 256, {{Opcode::kRcRdmaReadResponseOnly, 512}}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.what);
+    SimNetwork net(sim_attrs(c.mtu));
+    Region& local = net.a().add_region(4096, kAll);
+    Region& sent = net.a().add_region(64, kAll, 0x5A);
+    Region& remote = net.b().add_region(4096, kAll);
+    const uint32_t read_length = c.mtu * 2;
+    ASSERT_TRUE(net.a().post_send(rdma_wqe(WorkOp::kRdmaRead, local, read_length, remote, 1)));
+    ASSERT_TRUE(net.a().post_send(rdma_wqe(WorkOp::kRdmaWrite, sent, 64, remote, 2)));
+    net.a().qp.send(32);
+    ASSERT_EQ(take(net.a()).size(), 2u);  // the READ request (PSNs 0x100, 0x101) and the WRITE (0x102)
+    Psn psn{0x100};
+    for (const auto& [op, length] : c.responses) {
+      deliver(net.a(), forged_read_response(op, psn, length));
+      psn = psn + 1;
+    }
+    ASSERT_FALSE(net.a().send_completions.empty());
+    EXPECT_EQ(net.a().send_completions.front().context, 1u);
+    EXPECT_EQ(net.a().send_completions.front().status, CompletionStatus::kBadResponse);
+    EXPECT_EQ(net.a().qp.state(), QpState::kError);
+    for (const Completion& done : net.a().send_completions) EXPECT_NE(done.status, CompletionStatus::kSuccess);
+  }
 }
 
 }  // namespace
