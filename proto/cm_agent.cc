@@ -120,7 +120,7 @@ void CmAgent::on_mad(std::span<const uint8_t> bytes, const Gid& source, const Gi
     case CmAttribute::kMra:
       return on_mra(mad, source, now_ms);
     case CmAttribute::kRej:
-      return on_rej(mad, source, now_ms);
+      return on_rej(mad, source, route, now_ms);
     case CmAttribute::kDreq:
       return on_dreq(mad, source, destination, route, now_ms);
     case CmAttribute::kDrep:
@@ -202,11 +202,17 @@ void CmAgent::on_req(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
 
   // Stale connection (12.9.8.3.1): the peer's QPN still belongs to one of our connections with it, so the peer
   // lost that one. Reject, and end ours (12.9.8.3.3; Linux sends the old connection a DREQ). Only the peer itself
-  // can: the lookup is by the REQ's source GID too, so a REQ from another address that names this peer's QPN and
-  // CA GUID finds none of its connections (Linux's, keyed without the GID, lets any host end them).
+  // can: the lookup is by the REQ's source GID too, and the REQ must come by the connection's own route, so neither
+  // a REQ from another address nor one from a neighbour that sends with the peer's address (and names its QPN and
+  // CA GUID, which need no secret) ends the connection; it gets the REJ only. (Linux's lookup, keyed without the
+  // GID, lets any host end them.)
   if (const auto it = by_peer_qpn_.find({peer_qpn.value(), peer_guid, source}); it != by_peer_qpn_.end()) {
     reject(CmRejectReason::kStaleConnection);
     Connection& old = connections_.at(it->second);
+    if (old.route != route) {
+      ++counters_.rx_unmatched;
+      return;
+    }
     if (old.state == State::kEstablished) {
       send_dreq(old, now, /*retransmit=*/false);
       enter_time_wait(old, now);
@@ -365,18 +371,23 @@ void CmAgent::on_mra(std::span<const uint8_t, kMadSize> mad, const Gid& source, 
   set_deadline(*c, std::min(now + c->retry_interval_ms, c->give_up_ms));
 }
 
-void CmAgent::on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now) {
+void CmAgent::on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, CmRoute route, uint64_t now) {
   const In<CmRej> rej(mad.data());
   const auto reason = static_cast<CmRejectReason>(rej.get(CmRej::reason));
   Connection* found = nullptr;
   if (reason == CmRejectReason::kTimeout) {
     // A peer withdrawing its REQ does not know our ID: it names itself, with its CA GUID as the ARI (12.6.7.2),
-    // and Linux looks the connection up by those.
+    // and Linux looks the connection up by those. Nothing in that is secret, so it must also come by the
+    // connection's route, and name our ID if it names one.
     const uint64_t guid = detail::load_be<8>(mad.data() + CmRej::additional_reject_info.kOffset);
     const auto it = by_peer_id_.find({rej.get(CmRej::local_comm_id), guid, source});
-    if (it != by_peer_id_.end()) {
-      found = &connections_.at(it->second);
-    } else {
+    if (it == by_peer_id_.end()) {
+      ++counters_.rx_unmatched;
+      return;
+    }
+    found = &connections_.at(it->second);
+    const CmId ours = rej.get(CmRej::remote_comm_id);
+    if (found->route != route || (ours != 0 && ours != found->id)) {
       ++counters_.rx_unmatched;
       return;
     }

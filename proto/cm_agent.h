@@ -118,7 +118,7 @@ struct CmCounters {
   uint64_t retransmits = 0;
   uint64_t rx_malformed = 0;       // not 256 bytes, or not a CM MAD of version 1/2
   uint64_t rx_unsupported = 0;     // a method or attribute the CM does not handle here
-  uint64_t rx_unmatched = 0;       // names no connection of ours (or not its peer's IDs or GID)
+  uint64_t rx_unmatched = 0;       // names no connection of ours (or not its peer's IDs, GID or route)
   uint64_t rx_wrong_state = 0;     // right connection, wrong moment: ignored
   uint64_t rx_duplicate_req = 0;   // answered with the REP or MRA already given
   uint64_t rx_dreq_wrong_qpn = 0;  // DREQ naming another QPN (as Linux, dropped)
@@ -215,7 +215,7 @@ class CmAgent {
   void on_rep(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route);
   void on_rtu(std::span<const uint8_t, kMadSize> mad, const Gid& source);
   void on_mra(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);
-  void on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);
+  void on_rej(std::span<const uint8_t, kMadSize> mad, const Gid& source, CmRoute route, uint64_t now);
   void on_dreq(std::span<const uint8_t, kMadSize> mad, const Gid& source, const Gid& destination, CmRoute route,
                uint64_t now);
   void on_drep(std::span<const uint8_t, kMadSize> mad, const Gid& source, uint64_t now);

@@ -286,6 +286,54 @@ TEST_F(CmScenario, ARequestFromAnotherAddressNamingThePeersQpnEndsNothing) {
   EXPECT_THAT(types(client.take_events()), ElementsAre(CmEventType::kDisconnected));
 }
 
+// The stale-QPN REQ of AStaleQpnIsRejectedAndTheOldConnectionEnds with the client's own address, QPN and CA GUID
+// (none of them secret: a neighbour learns the MAC, hence the GUID, from ARP, and QPNs are guessable), from a
+// neighbour that sends with that address: its route is not the connection's, so it gets the REJ and ends nothing.
+TEST_F(CmScenario, AStaleRequestByAnotherRouteEndsNothing) {
+  const auto [client_id, server_id] = establish_connection();
+  RecordingEnv impostor_env{12345};
+  CmAgent impostor(params(0x0202C9FFFE000001), &impostor_env);
+  ASSERT_TRUE(impostor.connect(request(), now));
+  server.on_mad(impostor_env.sent.front().bytes, kClientGid, kServerGid, kNeighbourRoute, now);
+  ASSERT_EQ(server_env.sent.size(), 1u);
+  EXPECT_EQ(server_env.sent.front().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kStaleConnection));
+  EXPECT_EQ(server_env.sent.front().route, kNeighbourRoute);
+  server_env.sent.clear();
+  EXPECT_TRUE(server.take_events().empty()) << "the connection goes on";
+  ASSERT_EQ(client.disconnect(client_id, now), CmCallStatus::kOk);
+  deliver_all();
+  EXPECT_THAT(types(server.take_events()), ElementsAre(CmEventType::kDisconnectRequest));
+  (void)server_id;
+}
+
+// A REJ with reason Timeout withdraws a REQ by the peer's own ID and CA GUID (12.6.7.2), nothing secret: from a
+// neighbour's route, or naming another ID as ours, it ends nothing; the client's own ends the request.
+TEST_F(CmScenario, AWithdrawingRejectCountsOnlyByTheConnectionsRoute) {
+  const auto client_id = client.connect(request(), now);
+  ASSERT_TRUE(client_id.has_value());
+  deliver_all();
+  ASSERT_THAT(types(server.take_events()), ElementsAre(CmEventType::kRequest));
+  const auto withdrawal = [&](CmId ours) {
+    std::array<uint8_t, kMadSize> rej = cm_send_mad(CmAttribute::kRej, 0x77);
+    CmMutView<CmRej> v(rej.data());
+    v.set(CmRej::local_comm_id, *client_id);
+    v.set(CmRej::remote_comm_id, ours);
+    v.set(CmRej::reason, static_cast<uint16_t>(CmRejectReason::kTimeout));
+    const uint64_t guid = 0x0202C9FFFE000001;
+    for (int i = 0; i < 8; ++i)
+      rej[CmRej::additional_reject_info.kOffset + i] = static_cast<uint8_t>(guid >> (56 - 8 * i));
+    return rej;
+  };
+  const uint64_t unmatched = server.counters().rx_unmatched;
+  server.on_mad(withdrawal(0), kClientGid, kServerGid, kNeighbourRoute, now);
+  server.on_mad(withdrawal(0x1234), kClientGid, kServerGid, kClientRoute, now);
+  EXPECT_TRUE(server.take_events().empty());
+  EXPECT_EQ(server.counters().rx_unmatched, unmatched + 2);
+  EXPECT_EQ(server.connections(), 1u);
+  server.on_mad(withdrawal(0), kClientGid, kServerGid, kClientRoute, now);
+  EXPECT_EQ(server.take_events().size(), 1u);
+}
+
 TEST_F(CmScenario, DestroyedConnectionsReportOnlyTheEndOfTimeWait) {
   const auto [client_id, server_id] = establish_connection();
   client.destroy(client_id, now);
