@@ -1,5 +1,6 @@
 #include "dataplane/gsi_channel.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include <rte_errno.h>
@@ -81,8 +82,22 @@ bool GsiChannel::pending() const noexcept { return !rte_ring_empty(up_); }
 
 void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& p, PortIndex port,
                            rte_mbuf* mbuf) {
-  auto& g = *static_cast<GsiChannel*>(self);
+  static_cast<GsiChannel*>(self)->take(ctx, p, port);
+  // Only after the last read of the packet: with a full batch the mbuf goes back to its pool at once, and one from
+  // another engine's pool may then be reused there while we still read it.
   ctx.free_after_burst(mbuf);
+}
+
+bool GsiChannel::is_martian_source(const proto::Gid& gid) noexcept {
+  if (proto::gid_is_ipv4_mapped(gid)) {
+    const uint32_t a = proto::gid_to_ipv4(gid).value();
+    return a == 0 || (a >> 28) == 0xE || a == 0xFFFFFFFF;  // unspecified, multicast (224/4), limited broadcast
+  }
+  return std::all_of(gid.begin(), gid.end(), [](uint8_t b) { return b == 0; }) || gid[0] == 0xFF;
+}
+
+void GsiChannel::take(EngineContext& ctx, const proto::ParsedPacket& p, PortIndex port) noexcept {
+  GsiChannel& g = *this;
   const auto deth =
       p.has(proto::ExtHeader::kDeth) ? std::optional(p.ext<proto::Deth>(proto::ExtHeader::kDeth)) : std::nullopt;
   if (p.opcode() != proto::Opcode::kUdSendOnly || !deth || deth->get(proto::Deth::qkey) != proto::kGsiQKey ||
@@ -109,6 +124,13 @@ void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPa
   }
   d.remote_gid = ip_source_gid(p);
   d.remote_mac = p.eth().get(proto::Eth::src);
+  // The source becomes the route of everything the CM answers, and of a passive connection's QP: a group MAC
+  // (broadcast, multicast), a group or unspecified IP, or one of our own addresses is no peer's.
+  if (((d.remote_mac.value() >> 40) & 1) != 0 || is_martian_source(d.remote_gid) ||
+      port_owns(ctx.port(port), d.remote_gid)) {
+    g.counters_.rx_bad_source.add();
+    return;
+  }
   const auto payload = p.payload();
   std::copy(payload.begin(), payload.end(), d.mad.begin());
   if (rte_ring_sp_enqueue_elem(g.up_, &d, sizeof(GsiDatagram)) != 0) {
@@ -169,6 +191,7 @@ std::vector<std::pair<std::string, uint64_t>> GsiChannel::counter_values() const
           {"gsi_rx_bad_length", counters_.rx_bad_length.read()},
           {"gsi_rx_bad_pkey", counters_.rx_bad_pkey.read()},
           {"gsi_rx_not_our_address", counters_.rx_not_our_address.read()},
+          {"gsi_rx_bad_source", counters_.rx_bad_source.read()},
           {"gsi_rx_ring_full", counters_.rx_ring_full.read()},
           {"gsi_tx_mads", counters_.tx_mads.read()},
           {"gsi_tx_no_mbuf", counters_.tx_no_mbuf.read()},

@@ -37,6 +37,7 @@ struct GsiCounters {
   Counter rx_bad_length;       // not exactly one MAD
   Counter rx_bad_pkey;         // a BTH P_Key that does not match the port's (0xFFFF; IBTA C9-42), 0 and 0x8000 included
   Counter rx_not_our_address;  // sent to an address the port does not own
+  Counter rx_bad_source;       // from a group MAC, or a group, unspecified or own IP address
   Counter rx_ring_full;        // the control side is behind: dropped (the CM retransmits)
   Counter tx_mads;
   Counter tx_no_mbuf;       // dropped: engine 0's pool was empty
@@ -68,6 +69,8 @@ class GsiChannel {
   explicit GsiChannel(Dataplane& dataplane) : dataplane_(dataplane) {}
   static void on_packet(void* self, EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port,
                         rte_mbuf* mbuf);
+  void take(EngineContext& ctx, const proto::ParsedPacket& packet, PortIndex port) noexcept;
+  static bool is_martian_source(const proto::Gid& gid) noexcept;
   static bool poll(void* self, EngineContext& ctx);
   void transmit(EngineContext& ctx, const GsiDatagram& d) noexcept;
 

@@ -109,6 +109,17 @@ TEST_F(GsiChannelTest, FramesAGsiQpMustRefuseNeverReachTheCm) {
       {"to another host's address",
        [](proto::PacketSpec& s) { s.dst_gid = proto::gid_from_ipv4(proto::Ipv4Addr{0xC6120063}); },
        gsi->counters().rx_not_our_address},
+      {"from the broadcast MAC", [](proto::PacketSpec& s) { s.src_mac = proto::MacAddr{0xFFFFFFFFFFFF}; },
+       gsi->counters().rx_bad_source},
+      {"from a multicast MAC", [](proto::PacketSpec& s) { s.src_mac = proto::MacAddr{0x01005E000001}; },
+       gsi->counters().rx_bad_source},
+      {"from a multicast address",
+       [](proto::PacketSpec& s) { s.src_gid = proto::gid_from_ipv4(proto::Ipv4Addr{0xE0000001}); },
+       gsi->counters().rx_bad_source},
+      {"from 0.0.0.0", [](proto::PacketSpec& s) { s.src_gid = proto::gid_from_ipv4(proto::Ipv4Addr{0}); },
+       gsi->counters().rx_bad_source},
+      {"from the receiving port's own address", [](proto::PacketSpec& s) { s.src_gid = s.dst_gid; },
+       gsi->counters().rx_bad_source},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.what);
