@@ -28,6 +28,7 @@ constexpr NamedCounter<E> kEngineCounters[] = {
     {"nd_solicitations_sent", &E::nd_solicitations_sent},
     {"nd_advertisements_received", &E::nd_advertisements_received},
     {"rx_neighbor_malformed", &E::rx_neighbor_malformed},
+    {"rx_neighbor_refused", &E::rx_neighbor_refused},
     {"redirect_enqueued", &E::redirect_enqueued},
     {"redirect_ring_full", &E::redirect_ring_full},
     {"redirect_received", &E::redirect_received},

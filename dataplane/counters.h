@@ -101,6 +101,7 @@ struct EngineCounters {
   Counter nd_solicitations_sent;
   Counter nd_advertisements_received;
   Counter rx_neighbor_malformed;  // ARP/ICMPv6 that failed validation
+  Counter rx_neighbor_refused;    // from nobody's address (group, own), or re-pointing a known one: ignored
   // Inter-engine redirect rings.
   Counter redirect_enqueued;   // sent to the owning engine
   Counter redirect_ring_full;  // dropped: the owner's ring was full

@@ -226,7 +226,7 @@ Result<proto::MacAddr> Dataplane::resolve(PortIndex port, const config::IpAddres
     const bool solicit = !last_solicit || now - *last_solicit >= kSolicitInterval;
     std::optional<proto::MacAddr> mac;
     Status s = engines_[0]->call([&](EngineContext& ctx) {
-      mac = ctx.neighbors()->lookup(key);
+      mac = ctx.neighbors()->lookup(key, ctx.now());
       if (mac || !solicit) return;
       ctx.neighbors()->await(key);  // the answer completes it; an unsolicited one finds no entry
       if (ip.is_v6) {

@@ -34,6 +34,7 @@ constexpr uint32_t kTimerSlots = 4096;  // ~3 ms per rotation at ~0.8 us ticks
 constexpr uint32_t kIdleSpinIterations = 64;
 constexpr uint32_t kIdlePauseIterations = 2048;
 constexpr long kIdleSleepNanoseconds = 30'000;
+constexpr uint64_t kNeighborLifetimeSeconds = 60;  // neighbor.h: a learned address is asked for again after this
 constexpr unsigned kBacklogRoundsPerFlush = 4;
 
 // The timer tick: the power of two of TSC cycles closest below one microsecond.
@@ -97,7 +98,7 @@ EngineContext::EngineContext(const EngineSetup& s)
                                                    uint64_t{id_} << 16 | p.index, counters_));
     }
   }
-  if (id_ == 0) neighbors_ = std::make_unique<NeighborTable>();
+  if (id_ == 0) neighbors_ = std::make_unique<NeighborTable>(tsc_hz_ * kNeighborLifetimeSeconds);
 }
 
 EngineContext::~EngineContext() = default;

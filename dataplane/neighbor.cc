@@ -1,10 +1,12 @@
 #include "dataplane/neighbor.h"
 
 #include <cstring>
+#include <limits>
 
 #include <rte_mbuf.h>
 
 #include "dataplane/engine.h"
+#include "proto/entropy.h"
 #include "proto/headers.h"
 
 namespace uroce::dataplane {
@@ -179,13 +181,19 @@ NeighborKey neighbor_key(PortIndex port, const config::IpAddress& ip) noexcept {
                                             uint32_t{ip.bytes[2]} << 8 | ip.bytes[3]});
 }
 
-std::size_t NeighborTable::home_slot(const NeighborKey& key) noexcept {
-  uint64_t h = 0xCBF29CE484222325ull;  // FNV-1a
+NeighborTable::NeighborTable(uint64_t lifetime) noexcept : lifetime_(lifetime), seed_(0) {
+  proto::random_bytes(&seed_, sizeof seed_);
+}
+
+// FNV-1a over the key, started from a per-process random seed: which slot an address lands in is not known outside.
+std::size_t NeighborTable::home_slot(const NeighborKey& key) const noexcept {
+  uint64_t h = 0xCBF29CE484222325ull ^ seed_;
   auto mix = [&h](uint8_t b) { h = (h ^ b) * 0x100000001B3ull; };
   mix(static_cast<uint8_t>(key.port));
   mix(static_cast<uint8_t>(key.port >> 8));
   mix(key.is_v6 ? 1 : 0);
   for (uint8_t b : key.ip) mix(b);
+  h ^= h >> 32;
   return static_cast<std::size_t>(h % kCapacity);
 }
 
@@ -197,41 +205,70 @@ NeighborTable::Entry* NeighborTable::find(const NeighborKey& key, Entry** free_s
     if (e.used && e.key == key) return &e;
     if (!e.used && *free_slot == nullptr) *free_slot = &e;
   }
-  if (*free_slot == nullptr) *free_slot = &entries_[home];
   return nullptr;
 }
 
-std::optional<proto::MacAddr> NeighborTable::lookup(const NeighborKey& key) const noexcept {
+std::optional<proto::MacAddr> NeighborTable::lookup(const NeighborKey& key, uint64_t now) const noexcept {
   const std::size_t home = home_slot(key);
   for (std::size_t i = 0; i < kProbeLimit; ++i) {
     const Entry& e = entries_[(home + i) % kCapacity];
-    if (e.used && e.key == key) return e.complete ? std::optional(e.mac) : std::nullopt;
+    if (!e.used || !(e.key == key)) continue;
+    if (!e.complete || now - e.learned_at >= lifetime_) return std::nullopt;
+    return e.mac;
   }
   return std::nullopt;
 }
 
 void NeighborTable::await(const NeighborKey& key) noexcept {
   Entry* free_slot = nullptr;
-  if (find(key, &free_slot) == nullptr) *free_slot = Entry{true, false, key, {}};
-}
-
-void NeighborTable::learn(const NeighborKey& key, proto::MacAddr mac, bool create) noexcept {
-  Entry* free_slot = nullptr;
   if (Entry* e = find(key, &free_slot)) {
-    e->mac = mac;
-    e->complete = true;
-  } else if (create) {
-    *free_slot = Entry{true, true, key, mac};
+    e->asked = true;
+    return;
   }
+  if (free_slot == nullptr) {
+    // A full probe window: give up an entry nobody is waiting for, one learned from a request before one we asked
+    // for. Only if every entry of the window is awaited does the home slot go.
+    const std::size_t home = home_slot(key);
+    for (const bool spare_ours : {true, false}) {
+      for (std::size_t i = 0; i < kProbeLimit && free_slot == nullptr; ++i) {
+        Entry& e = entries_[(home + i) % kCapacity];
+        if (!e.asked && !(spare_ours && e.ours)) free_slot = &e;
+      }
+    }
+    if (free_slot == nullptr) free_slot = &entries_[home];
+  }
+  *free_slot = Entry{true, false, true, true, key, {}, 0};
 }
 
-void NeighborTable::advertise(const NeighborKey& key, proto::MacAddr mac, bool override) noexcept {
+bool NeighborTable::learn(const NeighborKey& key, proto::MacAddr mac, bool create, uint64_t now) noexcept {
   Entry* free_slot = nullptr;
   Entry* const e = find(key, &free_slot);
-  if (e == nullptr || (e->complete && !override)) return;
-  e->mac = mac;
-  e->complete = true;
+  if (e == nullptr) {
+    if (create && free_slot != nullptr) *free_slot = Entry{true, true, false, false, key, mac, now};
+    return true;
+  }
+  if (e->asked || !e->complete) {
+    e->complete = true;
+    e->asked = false;
+    e->mac = mac;
+    e->learned_at = now;
+    return true;
+  }
+  if (!(e->mac == mac)) return false;  // only our own question, after the lifetime, changes a known address
+  e->learned_at = now;
+  return true;
 }
+
+namespace {
+
+// A neighbour message's sender that no peer can be: a group (multicast, broadcast) MAC; on a port with a MAC, the
+// zero MAC or our own. (The in-process ring link's ports have none: both ends are 00:00:00:00:00:00.)
+bool refused_sender_mac(const Port& port, proto::MacAddr mac) noexcept {
+  if (((mac.value() >> 40) & 1) != 0) return true;
+  return port.mac.value() != 0 && (mac.value() == 0 || mac == port.mac);
+}
+
+}  // namespace
 
 uint16_t icmpv6_checksum(const uint8_t* ipv6_header, const uint8_t* icmp, std::size_t length) noexcept {
   uint32_t sum = add_be16_words(0, ipv6_header + proto::Ipv6::kSrcOffset, 32);  // source and destination
@@ -264,11 +301,19 @@ void handle_arp(EngineContext& ctx, NeighborTable& table, const Port& port, rte_
   rte_pktmbuf_free(m);  // everything needed is copied out
 
   const bool for_us = port.owns(target_ip);
-  // RFC 826 "merge": refresh a known sender (or complete the entry resolve() awaits); add it if it asks for our
-  // address. A reply adds nothing: one nobody asked for would only fill the table. Sender 0.0.0.0 is an address
-  // probe (RFC 5227): nothing to learn.
-  if (sender_ip.value() != 0)
-    table.learn(neighbor_key(port.index, sender_ip), sender_mac, for_us && operation == kArpRequest);
+  // Nobody's sender: a group, zero or our own MAC; our own, a multicast or the broadcast address. (Sender 0.0.0.0 is
+  // an address probe, RFC 5227: answered, nothing learned.)
+  const uint32_t sender = sender_ip.value();
+  if (refused_sender_mac(port, sender_mac) || port.owns(sender_ip) || (sender >> 28) == 0xE || sender == 0xFFFFFFFF) {
+    c.rx_neighbor_refused.add();
+    return;
+  }
+  // RFC 826 "merge", within what NeighborTable::learn allows: complete the entry resolve() awaits, renew a known
+  // sender, and add the sender if it asks for our address. A reply adds nothing: one nobody asked for would only
+  // fill the table.
+  if (sender != 0 &&
+      !table.learn(neighbor_key(port.index, sender_ip), sender_mac, for_us && operation == kArpRequest, ctx.now()))
+    c.rx_neighbor_refused.add();
   if (operation == kArpReply) {
     c.arp_replies_received.add();
   } else if (operation == kArpRequest && for_us) {
@@ -306,12 +351,20 @@ void handle_icmpv6(EngineContext& ctx, NeighborTable& table, const Port& port, r
   if (is_multicast(target) ||
       !find_link_address(icmp + NeighborMessage::kSize, length - NeighborMessage::kSize, option_type, link_address))
     return drop(c.rx_neighbor_malformed);
-  const bool override = (msg.get(NeighborMessage::flags) & kNaOverride) != 0;  // an advertisement's O flag
   rte_pktmbuf_free(m);
+  // Nobody's link address or source: a group, zero or our own MAC; one of our own addresses, or a multicast one.
+  if ((link_address && refused_sender_mac(port, *link_address)) || refused_sender_mac(port, eth_source) ||
+      port.owns(source) || is_multicast(source)) {
+    c.rx_neighbor_refused.add();
+    return;
+  }
 
   if (type == kNeighborAdvertisement) {
+    // The Override flag (RFC 4861 §7.2.5) replaces no known address here: that needs our own solicitation, once the
+    // entry's lifetime is over (neighbor.h).
     c.nd_advertisements_received.add();
-    if (link_address) table.advertise(neighbor_key(port.index, target), *link_address, override);
+    if (link_address && !table.learn(neighbor_key(port.index, target), *link_address, false, ctx.now()))
+      c.rx_neighbor_refused.add();
     return;
   }
   if (!port.owns(target)) return;
@@ -324,7 +377,8 @@ void handle_icmpv6(EngineContext& ctx, NeighborTable& table, const Port& port, r
     return;
   }
   const proto::MacAddr reply_mac = link_address.value_or(eth_source);
-  if (link_address) table.learn(neighbor_key(port.index, source), *link_address, true);
+  if (link_address && !table.learn(neighbor_key(port.index, source), *link_address, true, ctx.now()))
+    c.rx_neighbor_refused.add();
   if (send_neighbor_message(ctx, port, reply_mac, target, source, kNeighborAdvertisement, kNaSolicited | kNaOverride,
                             target, kOptionTargetLinkAddress))
     c.nd_solicitations_answered.add();

@@ -7,13 +7,18 @@
 //
 // Engine 0 answers ARP requests and Neighbor Solicitations for its addresses (real kernels such as rxe will
 // not send to us otherwise), learns the senders of requests and solicitations that address us, and sends
-// requests and solicitations for resolve(). A reply or advertisement only completes or refreshes an entry that
-// exists: resolve() creates an incomplete one before it asks (RFC 4861 §7.2.5: an advertisement for an unknown
-// target is discarded; Linux's arp_accept=0 does the same for ARP replies). So unsolicited replies cannot fill the
-// table and evict the peers that resolve() found, and an advertisement without the Override flag does not replace
-// a known address (§7.2.5). Requests and solicitations for our address still add their sender, as RFC 826 and
-// RFC 4861 §7.2.3 say (and Linux does); a full probe window replaces its oldest entry, and an established QP keeps
-// the MAC it connected with.
+// requests and solicitations for resolve(). Every neighbour is treated as an attacker that may send with any
+// address:
+// - a reply or advertisement only completes an entry resolve() asked for (RFC 4861 §7.2.5: an advertisement for an
+//   unknown target is discarded; Linux's arp_accept=0 does the same for ARP replies), so unsolicited replies can
+//   neither fill the table nor evict the peers resolve() found;
+// - nothing unsolicited (a gratuitous ARP, a reply, an advertisement with the Override flag, a request naming the
+//   peer as its sender) changes a known address: it only changes when resolve() asks again, once the entry's
+//   lifetime (60 s) is over, so that a neighbour cannot re-point the next connection to a peer at its own MAC;
+// - a sender with a group, zero or our own MAC, or with our own, a group or the broadcast address, is refused;
+// - the table's hash is seeded per process (CSPRNG), so a neighbour cannot aim request senders at a victim's probe
+//   window, and an entry learned from a request never replaces one resolve() made.
+// An established QP keeps the MAC it connected with.
 #pragma once
 
 #include <array>
@@ -42,36 +47,42 @@ struct NeighborKey {
 [[nodiscard]] NeighborKey neighbor_key(PortIndex port, const Ipv6Bytes& ip) noexcept;
 [[nodiscard]] NeighborKey neighbor_key(PortIndex port, const config::IpAddress& ip) noexcept;
 
-// Fixed-size open-addressing table: no allocation after construction, bounded probing. When a probe window is
-// full the oldest-probed entry is replaced; peers re-resolve if they matter.
+// Fixed-size open-addressing table: no allocation after construction, bounded probing. The `now` arguments and
+// the lifetime share one unit (engine 0 passes TSC cycles).
 class NeighborTable {
  public:
   static constexpr std::size_t kCapacity = 1024;
   static constexpr std::size_t kProbeLimit = 16;
 
-  // The address of a complete entry.
-  [[nodiscard]] std::optional<proto::MacAddr> lookup(const NeighborKey& key) const noexcept;
-  // Adds an incomplete entry for `key` unless there is one: a reply or advertisement may complete it. Called
-  // before asking for the address.
+  // `lifetime`: how long a learned address is used before resolve() asks for it again.
+  explicit NeighborTable(uint64_t lifetime = UINT64_MAX) noexcept;
+
+  // The address of a complete entry within its lifetime.
+  [[nodiscard]] std::optional<proto::MacAddr> lookup(const NeighborKey& key, uint64_t now) const noexcept;
+  // Marks `key` asked for, adding an entry unless there is one (a full probe window gives up an entry nobody asked
+  // for): the answer may complete it. Called before asking for the address.
   void await(const NeighborKey& key) noexcept;
-  // Sets an existing entry's address (completing it); adds an entry only if `create`.
-  void learn(const NeighborKey& key, proto::MacAddr mac, bool create) noexcept;
-  // A Neighbor Advertisement (RFC 4861 §7.2.5): completes an incomplete entry; replaces a complete entry's address
-  // only with the Override flag; never creates one.
-  void advertise(const NeighborKey& key, proto::MacAddr mac, bool override) noexcept;
+  // An answer, or a sender that addressed us: completes an entry that is asked for; renews a complete one whose
+  // address it repeats (a different address is ignored, and counted as a conflict by the caller); adds an entry only
+  // if `create` and its probe window has a free slot. Returns false for an address it ignored.
+  bool learn(const NeighborKey& key, proto::MacAddr mac, bool create, uint64_t now) noexcept;
 
  private:
   struct Entry {
     bool used = false;
     bool complete = false;
+    bool asked = false;  // await()ed and not answered yet
+    bool ours = false;   // made by await(), not learned from a request
     NeighborKey key;
     proto::MacAddr mac;
+    uint64_t learned_at = 0;
   };
-  [[nodiscard]] static std::size_t home_slot(const NeighborKey& key) noexcept;
-  // The entry for `key`, or nullptr; `free_slot` gets the first unused slot of its probe window (or its home slot,
-  // which a new entry replaces when the window is full).
+  [[nodiscard]] std::size_t home_slot(const NeighborKey& key) const noexcept;
+  // The entry for `key`, or nullptr; `free_slot` gets the first unused slot of its probe window, or nullptr.
   [[nodiscard]] Entry* find(const NeighborKey& key, Entry** free_slot) noexcept;
   std::array<Entry, kCapacity> entries_{};
+  uint64_t lifetime_;
+  uint64_t seed_;
 };
 
 // Engine 0's handlers for an untagged ARP / ICMPv6 frame. They own `m` and free it (a reply is a new mbuf).

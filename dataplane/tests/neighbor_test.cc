@@ -120,8 +120,8 @@ TEST_F(NeighborTest, UnsolicitedRepliesAndAdvertisementsCreateNoEntry) {
   std::optional<proto::MacAddr> v6;
   ASSERT_TRUE(dp.engine(0)
                   .call([&](EngineContext& ctx) {
-                    v4 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv4(198, 18, 0, 77)));
-                    v6 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv6("fd00::77")));
+                    v4 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv4(198, 18, 0, 77)), ctx.now());
+                    v6 = ctx.neighbors()->lookup(neighbor_key(kPortB, ipv6("fd00::77")), ctx.now());
                   })
                   .ok());
   EXPECT_FALSE(v4) << "an ARP reply nobody asked for created an entry";
@@ -132,36 +132,54 @@ TEST_F(NeighborTest, UnsolicitedRepliesAndAdvertisementsCreateNoEntry) {
   EXPECT_EQ(*mac, dp.port(kPortB).mac);
 }
 
-TEST(NeighborTable, AdvertisementsCompleteAwaitedEntriesAndReplaceOnlyWithOverride) {
-  NeighborTable table;
+// Answers complete only entries asked for; nothing unsolicited re-points a known address (an advertisement with
+// Override, a reply, a request naming the peer as sender); our own question, once the lifetime is over, does.
+TEST(NeighborTable, OnlyOurOwnQuestionChangesAKnownAddress) {
+  NeighborTable table(/*lifetime=*/100);
   const auto key = neighbor_key(0, ipv6("fd00::5").bytes);
-  table.advertise(key, proto::MacAddr{0x1}, true);
-  EXPECT_FALSE(table.lookup(key)) << "no entry: the advertisement is discarded";
+  EXPECT_TRUE(table.learn(key, proto::MacAddr{0x1}, false, 0));
+  EXPECT_FALSE(table.lookup(key, 0)) << "no entry: an answer nobody asked for is discarded";
   table.await(key);
-  EXPECT_FALSE(table.lookup(key)) << "an incomplete entry has no address";
-  table.advertise(key, proto::MacAddr{0x1}, false);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x1});
-  table.advertise(key, proto::MacAddr{0x2}, false);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x1}) << "without Override a known address stays";
-  table.advertise(key, proto::MacAddr{0x2}, true);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x2});
+  EXPECT_FALSE(table.lookup(key, 0)) << "an incomplete entry has no address";
+  EXPECT_TRUE(table.learn(key, proto::MacAddr{0x1}, false, 10));
+  EXPECT_EQ(table.lookup(key, 10), proto::MacAddr{0x1});
+  for (const bool create : {false, true}) {
+    EXPECT_FALSE(table.learn(key, proto::MacAddr{0x2}, create, 20)) << "an unsolicited answer or request";
+    EXPECT_EQ(table.lookup(key, 20), proto::MacAddr{0x1});
+  }
+  EXPECT_TRUE(table.learn(key, proto::MacAddr{0x1}, false, 50)) << "the same address renews the entry";
+  EXPECT_EQ(table.lookup(key, 149), proto::MacAddr{0x1});
+  EXPECT_FALSE(table.lookup(key, 150)) << "past its lifetime resolve() asks again";
   table.await(key);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x2}) << "awaiting a known address keeps it";
+  EXPECT_TRUE(table.learn(key, proto::MacAddr{0x2}, false, 160));
+  EXPECT_EQ(table.lookup(key, 160), proto::MacAddr{0x2}) << "the answer to our question";
 }
 
-TEST(NeighborTable, LearnsUpdatesAndOnlyCreatesWhenAsked) {
+TEST(NeighborTable, LearnsFromRequestsOnlyIntoFreeSlotsAndKeepsWhatWasAskedFor) {
   NeighborTable table;
   const auto key = neighbor_key(1, proto::Ipv4Addr{0xC6120002});
-  table.learn(key, proto::MacAddr{0x1}, false);
-  EXPECT_FALSE(table.lookup(key));
-  table.learn(key, proto::MacAddr{0x1}, true);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x1});
-  table.learn(key, proto::MacAddr{0x2}, false);
-  EXPECT_EQ(table.lookup(key), proto::MacAddr{0x2});
-  EXPECT_FALSE(table.lookup(neighbor_key(0, proto::Ipv4Addr{0xC6120002})));  // per port
-  // Many more entries than one probe window holds: the table keeps working (old entries may be replaced).
-  for (uint32_t i = 0; i < 5000; ++i) table.learn(neighbor_key(0, proto::Ipv4Addr{i}), proto::MacAddr{i}, true);
-  EXPECT_EQ(table.lookup(neighbor_key(0, proto::Ipv4Addr{4999})), proto::MacAddr{4999});
+  table.learn(key, proto::MacAddr{0x1}, false, 0);
+  EXPECT_FALSE(table.lookup(key, 0));
+  table.learn(key, proto::MacAddr{0x1}, true, 0);
+  EXPECT_EQ(table.lookup(key, 0), proto::MacAddr{0x1});
+  EXPECT_FALSE(table.lookup(neighbor_key(0, proto::Ipv4Addr{0xC6120002}), 0));  // per port
+  // Entries resolve() asked for and got, then many more senders than the table holds: every asked-for entry stays.
+  std::vector<NeighborKey> asked;
+  for (uint32_t i = 0; i < 64; ++i) {
+    asked.push_back(neighbor_key(0, proto::Ipv4Addr{0x0A000000 + i}));
+    table.await(asked.back());
+    table.learn(asked.back(), proto::MacAddr{0x100 + i}, false, 0);
+  }
+  for (uint32_t i = 0; i < 5000; ++i) table.learn(neighbor_key(0, proto::Ipv4Addr{i}), proto::MacAddr{i}, true, 0);
+  for (uint32_t i = 0; i < asked.size(); ++i) EXPECT_EQ(table.lookup(asked[i], 0), proto::MacAddr{0x100 + i});
+  // New questions still find room: they give up entries learned from requests, not the ones asked for before.
+  for (uint32_t i = 0; i < 64; ++i) {
+    const auto late = neighbor_key(0, proto::Ipv4Addr{0x0B000000 + i});
+    table.await(late);
+    table.learn(late, proto::MacAddr{0x77}, false, 0);
+    EXPECT_EQ(table.lookup(late, 0), proto::MacAddr{0x77});
+  }
+  for (uint32_t i = 0; i < asked.size(); ++i) EXPECT_EQ(table.lookup(asked[i], 0), proto::MacAddr{0x100 + i});
 }
 
 TEST(Icmpv6Checksum, MatchesAKnownNeighborSolicitation) {
