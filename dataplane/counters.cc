@@ -79,6 +79,7 @@ constexpr NamedCounter<T> kTransportCounters[] = {
     {"resp_duplicate_unmatched", &T::resp_duplicate_unmatched},
     {"req_remote_operational_error", &T::req_remote_operational_error},
     {"req_response_out_of_window", &T::req_response_out_of_window},
+    {"req_invalid_aeth", &T::req_invalid_aeth},
     {"req_unexpected_response", &T::req_unexpected_response},
     {"rx_qp_not_ready", &T::rx_qp_not_ready},
     {"rx_pkey_mismatch", &T::rx_pkey_mismatch},

@@ -66,6 +66,7 @@ struct TransportCounters {
   Counter resp_duplicate_unmatched;      // responder: duplicate READ/atomic matching no saved request
   Counter req_remote_operational_error;  // requester: Remote Operational Error NAK received
   Counter req_response_out_of_window;    // requester: ACK/NAK/response outside [unacked, next)
+  Counter req_invalid_aeth;              // requester: reserved AETH syndrome, or a NAK on a READ response / atomic ACK
   Counter req_unexpected_response;       // requester: response the oldest request did not ask for
   Counter rx_qp_not_ready;               // QP in RESET/INIT/ERROR
   Counter rx_pkey_mismatch;              // BTH P_Key is not the QP's

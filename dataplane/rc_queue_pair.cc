@@ -377,6 +377,7 @@ void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
   add(t.resp_duplicate_unmatched, now.resp_duplicate_unmatched, was.resp_duplicate_unmatched);
   add(t.req_remote_operational_error, now.req_remote_operational_error, was.req_remote_operational_error);
   add(t.req_response_out_of_window, now.req_response_out_of_window, was.req_response_out_of_window);
+  add(t.req_invalid_aeth, now.req_invalid_aeth, was.req_invalid_aeth);
   add(t.req_unexpected_response, now.req_unexpected_response, was.req_unexpected_response);
   add(t.rx_qp_not_ready, now.rx_qp_not_ready, was.rx_qp_not_ready);
   add(t.rx_pkey_mismatch, now.rx_pkey_mismatch, was.rx_pkey_mismatch);

@@ -387,6 +387,15 @@ bool RcQp::accept_packet(const ParsedPacket& p) noexcept {
     ++counters_.req_response_out_of_window;
     return false;
   }
+  if (p.has(ExtHeader::kAeth)) {
+    // A syndrome with bit 7 set, of the reserved kind or a reserved NAK code (IBTA 9.7.5.2, Table 45) means nothing
+    // to act on; and a READ response or atomic ACK carries an ACK syndrome (a NAK travels alone, as an Acknowledge).
+    const AethSyndrome syndrome(p.ext<Aeth>(ExtHeader::kAeth).get(Aeth::syndrome));
+    if (!syndrome.valid() || (p.info->operation != Operation::kAcknowledge && syndrome.kind() != AethKind::kAck)) {
+      ++counters_.req_invalid_aeth;
+      return false;
+    }
+  }
   switch (p.info->operation) {
     case Operation::kAcknowledge:
       on_ack(p);

@@ -207,6 +207,7 @@ struct RcCounters {
   uint64_t rx_wrong_transport = 0;          // a UC, UD or other transport's opcode at an RC QP
   uint64_t rx_path_mismatch = 0;            // not from the connected peer's IP address to ours, or another IP version
   uint64_t req_response_out_of_window = 0;  // an ACK, NAK or response for PSNs outside [oldest unacked, next)
+  uint64_t req_invalid_aeth = 0;            // a reserved AETH syndrome, or a NAK on a READ response or atomic ACK
   uint64_t req_unexpected_response = 0;     // a READ response or atomic ACK that the oldest request did not ask for
   uint64_t resp_duplicate_unmatched = 0;    // a duplicate READ/atomic that no saved request matches
   uint64_t resp_resources_exceeded = 0;     // a READ/atomic beyond max_dest_rd_atomic outstanding (NAKed)

@@ -39,7 +39,7 @@ TEST(CompleterRnr, EachMessageGetsTheFullRnrRetryCount) {
 }
 
 // A READ response B did not send: from B's address to A's QP, with the PSN, opcode and payload the peer chooses.
-std::vector<uint8_t> forged_read_response(Opcode op, Psn psn, uint32_t payload_length) {
+std::vector<uint8_t> forged_read_response(Opcode op, Psn psn, uint32_t payload_length, uint8_t syndrome = 0x1F) {
   const std::vector<uint8_t> payload(payload_length, 0xEE);
   PacketSpec s;
   s.src_mac = MacAddr{0x020000000002ull};
@@ -49,6 +49,7 @@ std::vector<uint8_t> forged_read_response(Opcode op, Psn psn, uint32_t payload_l
   s.dest_qp = Qpn{0x11};
   s.opcode = op;
   s.psn = psn;
+  s.aeth.syndrome = syndrome;
   s.payload = payload;
   std::vector<uint8_t> frame(packet_size(s));
   EXPECT_NE(build_packet(s, frame), 0u);
@@ -96,6 +97,29 @@ TEST(CompleterReadResponse, AResponseOutsideTheReadsPsnRangeOrEndingItEarlyIsInv
     EXPECT_EQ(net.a().qp.state(), QpState::kError);
     for (const Completion& done : net.a().send_completions) EXPECT_NE(done.status, CompletionStatus::kSuccess);
   }
+}
+
+// IBTA 9.7.5.2: an AETH syndrome with bit 7 set, of the reserved kind (0b10) or with a reserved NAK code (5..31)
+// names nothing to do, and a READ response carries an ACK syndrome. Such a response is counted and dropped; before
+// the check a reserved one failed the QP with a remote operational error, and a NAK-coded READ response was placed.
+TEST(CompleterAeth, ReservedSyndromesAndNaksOnReadResponsesAreDropped) {
+  SimNetwork net(sim_attrs());
+  Region& local = net.a().add_region(4096, kAll);
+  Region& remote = net.b().add_region(4096, kAll);
+  ASSERT_TRUE(net.a().post_send(rdma_wqe(WorkOp::kRdmaRead, local, 64, remote, 1)));
+  net.a().qp.send(32);
+  ASSERT_EQ(take(net.a()).size(), 1u);  // the READ request, PSN 0x100
+  for (const uint8_t syndrome : {uint8_t{0x40}, uint8_t{0x65}, uint8_t{0x9F}})
+    deliver(net.a(), forged_read_response(Opcode::kRcAcknowledge, Psn{0x100}, 0, syndrome));
+  deliver(net.a(), forged_read_response(Opcode::kRcRdmaReadResponseOnly, Psn{0x100}, 64, 0x63));
+  EXPECT_EQ(net.a().qp.counters().req_invalid_aeth, 4u);
+  EXPECT_EQ(net.a().qp.state(), QpState::kReadyToSend);
+  EXPECT_TRUE(net.a().send_completions.empty());
+  EXPECT_EQ(local.bytes[0], 0) << "nothing placed";
+  // The real response still completes the READ.
+  deliver(net.a(), forged_read_response(Opcode::kRcRdmaReadResponseOnly, Psn{0x100}, 64));
+  ASSERT_EQ(net.a().send_completions.size(), 1u);
+  EXPECT_EQ(net.a().send_completions.front().status, CompletionStatus::kSuccess);
 }
 
 }  // namespace
