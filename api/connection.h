@@ -253,7 +253,8 @@ class ConnectorImpl final : public Connector, public Lifetime {
   void send_request();  // CM thread: the REQ
   void accept_on_cm_thread(const proto::CmReplyParams& reply);
   void fail(NTSTATUS status);  // CM thread: the connection is over before it was established
-  void leave_backlog();        // under mutex_: the consumer has answered or closed an incoming request
+  void leave_backlog();        // under mutex_: the consumer has answered or closed an incoming request, or it ended
+  void abandon_qp();           // under mutex_: the connection was given up; settle the QP (connector.cc)
   void deliver_disconnect_event();
   // Notifier: moves the QP to RTS towards the peer with what the CM negotiated.
   NTSTATUS connect_qp();
@@ -265,8 +266,9 @@ class ConnectorImpl final : public Connector, public Lifetime {
   QpImpl* qp_ = nullptr;
   ListenerImpl* listener_ = nullptr;
   SharedEndpointImpl* shared_ = nullptr;
-  bool bound_ = false;       // our own endpoint, bound by NdkConnect
-  bool in_backlog_ = false;  // an incoming request holding a place in listener_'s backlog
+  bool bound_ = false;              // our own endpoint, bound by NdkConnect
+  bool in_backlog_ = false;         // an incoming request holding a place in listener_'s backlog
+  bool connect_in_flight_ = false;  // connect_qp() runs on the notifier: its continuation settles the QP
   std::optional<proto::CmId> cm_id_;
   dataplane::PortIndex port_ = 0;
   SocketEndpoint local_{};

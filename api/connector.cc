@@ -211,6 +211,7 @@ NTSTATUS ConnectorImpl::NdkCompleteConnect(DisconnectEventCallback disconnect_ev
   disconnect_event_ = disconnect_event;
   disconnect_event_context_ = disconnect_event_context;
   begin_request(completion, request_context);
+  connect_in_flight_ = true;
   retain();
   adapter_.notifier().run([this] {
     const NTSTATUS status = connect_qp();
@@ -218,7 +219,9 @@ NTSTATUS ConnectorImpl::NdkCompleteConnect(DisconnectEventCallback disconnect_ev
       bool completing = false;
       {
         const std::lock_guard relock(mutex_);
-        completing = state_ == State::kCompleting;  // else a close overtook us and cancelled the request
+        connect_in_flight_ = false;
+        completing = state_ == State::kCompleting;  // else a close or the peer overtook us and ended the request
+        if (!completing) abandon_qp();              // the QP it may just have connected is flushed
         if (completing && status == STATUS_SUCCESS) {
           (void)cm_.agent().establish(*cm_id_);  // the RTU
           state_ = State::kEstablished;
@@ -267,6 +270,7 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
   reply.responder_resources = static_cast<uint8_t>(inbound_read_limit_);
   reply.initiator_depth = static_cast<uint8_t>(outbound_read_limit_);
   reply.private_data.assign(bytes(private_data), bytes(private_data) + private_data_length);
+  connect_in_flight_ = true;
   retain();
   adapter_.notifier().run([this, reply = std::move(reply)]() mutable {
     const NTSTATUS status = connect_qp();  // RTS before the REP leaves: the peer may send once it has the REP
@@ -276,8 +280,12 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
       } else {
         {
           const std::lock_guard relock(mutex_);
-          if (state_ == State::kAccepting && cm_id_)
+          connect_in_flight_ = false;
+          if (state_ != State::kAccepting) {
+            abandon_qp();
+          } else if (cm_id_) {
             (void)cm_.agent().reject(*cm_id_, proto::CmRejectReason::kNoResources, {});
+          }
         }
         fail(status);
       }
@@ -289,7 +297,11 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
 
 void ConnectorImpl::accept_on_cm_thread(const proto::CmReplyParams& reply) {
   const std::lock_guard lock(mutex_);
-  if (state_ != State::kAccepting || !cm_id_) return;
+  connect_in_flight_ = false;
+  if (state_ != State::kAccepting || !cm_id_) {  // a close or the peer ended it meanwhile
+    abandon_qp();
+    return;
+  }
   if (cm_.agent().accept(*cm_id_, reply, cm_.now_ms()) != proto::CmCallStatus::kOk) {
     state_ = State::kDone;
     cm_.post([this] { finish_request(STATUS_CONNECTION_ABORTED); });
@@ -359,13 +371,9 @@ NTSTATUS ConnectorImpl::NdkCloseConnector(CloseCompletion completion, void* requ
         release();
       });
     }
-    if (qp_ != nullptr) {
-      if (qp_->connected()) {
-        qp_->NdkFlush();
-      } else if (was == State::kConnecting || was == State::kReplied) {
-        qp_->release_connect_claim();
-      }
-    }
+    if (qp_ != nullptr && (qp_->connected() || was == State::kConnecting || was == State::kReplied ||
+                           was == State::kCompleting || was == State::kAccepting))
+      abandon_qp();
   }
   finish_request(STATUS_CANCELLED);  // ndkpi.md §10.3: a close cancels what is pending
   return close(completion, request_context);
@@ -407,13 +415,7 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
         } else if (state_ != State::kIncoming && state_ != State::kReplied) {
           break;
         }
-        if (qp_ != nullptr) {
-          if (qp_->connected()) {
-            qp_->NdkFlush();
-          } else {
-            qp_->release_connect_claim();
-          }
-        }
+        abandon_qp();
         state_ = State::kDone;
         break;
       case proto::CmEventType::kTimeout:
@@ -422,11 +424,7 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
           break;
         }
         if (state_ != State::kConnecting && state_ != State::kAccepting) break;
-        if (qp_->connected()) {
-          qp_->NdkFlush();
-        } else {
-          qp_->release_connect_claim();
-        }
+        abandon_qp();
         state_ = State::kDone;
         complete_with = STATUS_IO_TIMEOUT;
         break;
@@ -438,7 +436,7 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
         disconnect_delivered_ |= disconnect_event;
         if (state_ == State::kAccepting) {  // the peer gave up before confirming
           state_ = State::kDone;
-          qp_->NdkFlush();
+          abandon_qp();
           complete_with = STATUS_CONNECTION_ABORTED;
         }
         break;
@@ -452,6 +450,7 @@ void ConnectorImpl::on_cm_event(const proto::CmEvent& e) {
       case proto::CmEventType::kTimeWaitDone:
         break;
     }
+    if (state_ == State::kDone) leave_backlog();  // a request that ended undecided frees its place in the backlog
   }
   if (complete_with != STATUS_PENDING) finish_request(complete_with);
   if (disconnect_event) deliver_disconnect_event();
@@ -465,6 +464,19 @@ void ConnectorImpl::fail(NTSTATUS status) {
     if (qp_ != nullptr && !qp_->connected()) qp_->release_connect_claim();
   }
   finish_request(status);
+}
+
+// After the connection was given up (a reject, a timeout, the peer's DREQ before its RTU, a close): a QP that
+// reached RTS for it is flushed, and one that did not gives its connect claim back. While connect_qp() still runs on
+// the notifier nothing is decided here: its continuation, which sees that the state moved on, does it, so a QP that
+// reaches RTS after the connection was given up is flushed too, and no other connector can claim the QP meanwhile.
+void ConnectorImpl::abandon_qp() {
+  if (qp_ == nullptr || connect_in_flight_) return;
+  if (qp_->connected()) {
+    qp_->NdkFlush();
+  } else {
+    qp_->release_connect_claim();
+  }
 }
 
 void ConnectorImpl::leave_backlog() {
