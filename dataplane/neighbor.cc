@@ -371,6 +371,10 @@ void handle_icmpv6(EngineContext& ctx, NeighborTable& table, const Port& port, r
   // A solicitation from the unspecified address is duplicate address detection: answer all nodes, not
   // solicited (RFC 4861 §7.2.4). Otherwise learn the solicitor and answer it directly.
   if (is_unspecified(source)) {
+    if (link_address) {  // RFC 4861 §7.1.1: a solicitation from the unspecified address carries no link address
+      c.rx_neighbor_malformed.add();
+      return;
+    }
     if (send_neighbor_message(ctx, port, multicast_mac(kAllNodes), target, kAllNodes, kNeighborAdvertisement,
                               kNaOverride, target, kOptionTargetLinkAddress))
       c.nd_solicitations_answered.add();
