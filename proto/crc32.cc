@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cassert>
 #include <cstdlib>
+#include <optional>
 
 #include "proto/crc32_internal.h"
 
@@ -44,17 +45,29 @@ Crc32MaskedFn masked_function_of(Crc32Impl impl) noexcept {
 // throughput from 64-byte tails up (bench/README.md). UROCE_CRC32=portable|pclmul|vpclmul in the
 // environment picks one instead, for A/B runs of whole benchmarks; a name the CPU cannot run is ignored
 // (crc32_active_impl() tells what ran).
-Crc32Impl best_impl() noexcept {
-  // Read once, on the first CRC; nothing in uroce writes the environment.
+std::optional<Crc32Impl> forced_impl() noexcept {
+  // Read once per dispatch table, on its first CRC; nothing in uroce writes the environment.
   if (const char* forced = std::getenv("UROCE_CRC32"); forced != nullptr) {  // NOLINT(concurrency-mt-unsafe)
     for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul, Crc32Impl::kPortable}) {
       if (crc32_impl_name(impl) == forced && crc32_impl_supported(impl)) return impl;
     }
   }
+  return std::nullopt;
+}
+
+Crc32Impl best_impl() noexcept {
+  if (const auto forced = forced_impl()) return *forced;
   for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul}) {
     if (crc32_impl_supported(impl)) return impl;
   }
   return Crc32Impl::kPortable;
+}
+
+// For calls shorter than kCrc32WideMinBytes (crc32.h): the 128-bit folds where the 512-bit ones are the best.
+Crc32Impl best_short_impl() noexcept {
+  if (const auto forced = forced_impl()) return *forced;
+  const Crc32Impl wide = best_impl();
+  return wide == Crc32Impl::kVpclmul ? Crc32Impl::kPclmul : wide;  // VPCLMULQDQ's flags include PCLMULQDQ's
 }
 
 uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexcept;
@@ -72,6 +85,15 @@ uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexce
   return fn(crc, data, len);
 }
 
+uint32_t resolve_and_run_short(uint32_t crc, const void* data, std::size_t len) noexcept;
+constinit std::atomic<Crc32Fn> short_fn{&resolve_and_run_short};  // the same, for short calls
+
+uint32_t resolve_and_run_short(uint32_t crc, const void* data, std::size_t len) noexcept {
+  const Crc32Fn fn = function_of(best_short_impl());
+  short_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, data, len);
+}
+
 uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                                 std::size_t mask_len) noexcept;
 
@@ -85,10 +107,21 @@ uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len,
   return fn(crc, data, len, mask, mask_len);
 }
 
+uint32_t resolve_and_run_short_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                      std::size_t mask_len) noexcept;
+constinit std::atomic<Crc32MaskedFn> short_masked_fn{&resolve_and_run_short_masked};
+
+uint32_t resolve_and_run_short_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                      std::size_t mask_len) noexcept {
+  const Crc32MaskedFn fn = masked_function_of(best_short_impl());
+  short_masked_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, data, len, mask, mask_len);
+}
+
 }  // namespace
 
 uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept {
-  return active_fn.load(std::memory_order_relaxed)(crc, data, len);
+  return (len < kCrc32WideMinBytes ? short_fn : active_fn).load(std::memory_order_relaxed)(crc, data, len);
 }
 
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept {
@@ -98,7 +131,8 @@ uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::si
 uint32_t crc32_ieee_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                            std::size_t mask_len) noexcept {
   assert(mask_len != 0 && mask_len % 16 == 0 && mask_len <= 64 && len >= mask_len);
-  return active_masked_fn.load(std::memory_order_relaxed)(crc, data, len, mask, mask_len);
+  return (len < kCrc32WideMinBytes ? short_masked_fn : active_masked_fn)
+      .load(std::memory_order_relaxed)(crc, data, len, mask, mask_len);
 }
 
 uint32_t crc32_ieee_masked_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len, const void* mask,
@@ -128,6 +162,11 @@ bool crc32_impl_supported(Crc32Impl impl) noexcept {
 Crc32Impl crc32_active_impl() noexcept {
   static const Crc32Impl kActive = best_impl();
   return kActive;
+}
+
+Crc32Impl crc32_short_impl() noexcept {
+  static const Crc32Impl kShort = best_short_impl();
+  return kShort;
 }
 
 std::string_view crc32_impl_name(Crc32Impl impl) noexcept {

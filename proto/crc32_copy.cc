@@ -48,10 +48,21 @@ uint32_t resolve_and_run_copy(uint32_t crc, void* dst, const void* src, std::siz
   return fn(crc, dst, src, len);
 }
 
+// The same for calls shorter than kCrc32WideMinBytes (crc32_short_impl(), crc32.h).
+uint32_t resolve_and_run_short_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
+constinit std::atomic<CopyFn> short_copy_fn{&resolve_and_run_short_copy};
+
+uint32_t resolve_and_run_short_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {
+  const CopyFn fn = copy_function_of(crc32_short_impl());
+  short_copy_fn.store(fn, std::memory_order_relaxed);
+  return fn(crc, dst, src, len);
+}
+
 }  // namespace
 
 uint32_t crc32_ieee_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {
-  return active_copy_fn.load(std::memory_order_relaxed)(crc, dst, src, len);
+  return (len < kCrc32WideMinBytes ? short_copy_fn : active_copy_fn)
+      .load(std::memory_order_relaxed)(crc, dst, src, len);
 }
 
 uint32_t crc32_ieee_copy_with(Crc32Impl impl, uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {

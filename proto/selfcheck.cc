@@ -79,7 +79,9 @@ int round_trip_every_opcode() {
 int main() {
   using namespace uroce::proto;
   std::printf("uroce proto self-check\n");
-  std::printf("  CRC-32 implementation selected for this CPU: %s\n", crc32_impl_name(crc32_active_impl()).data());
+  std::printf("  CRC-32 implementation selected for this CPU: %s (%s below %zu bytes)\n",
+              crc32_impl_name(crc32_active_impl()).data(), crc32_impl_name(crc32_short_impl()).data(),
+              kCrc32WideMinBytes);
   check(crc32_ieee(0, "123456789", 9) == 0xCBF43926, "CRC-32 check value of \"123456789\" is 0xcbf43926");
   check(crc_matches_portable(), "selected CRC-32 equals the portable table version");
   check(connectx_cnp_icrc(), "ICRC of a ConnectX-4 Lx CNP matches the wire (82 fd 00 2a)");

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -179,6 +180,27 @@ TEST(Crc32Dispatch, ActiveImplIsTheBestSupported) {
   if (!crc32_impl_supported(Crc32Impl::kVpclmul)) {
     std::printf("note: this CPU lacks AVX-512 VPCLMULQDQ; active implementation is %s\n",
                 std::string(crc32_impl_name(active)).c_str());
+  }
+}
+
+// Calls below kCrc32WideMinBytes take the 128-bit folds where the 512-bit ones are active (crc32.h), and every
+// entry point gives the same CRC on both sides of that length.
+TEST(Crc32Dispatch, ShortCallsTakeThe128BitFoldsWhereThe512BitOnesAreActive) {
+  if (std::getenv("UROCE_CRC32") != nullptr) GTEST_SKIP() << "UROCE_CRC32 forces one variant for every length";
+  const Crc32Impl active = crc32_active_impl();
+  EXPECT_EQ(crc32_short_impl(), active == Crc32Impl::kVpclmul ? Crc32Impl::kPclmul : active);
+  const std::vector<uint8_t> data = random_bytes(2048, 11);
+  const std::vector<uint8_t> mask(64, 0xFF);
+  std::vector<uint8_t> copy(2048);
+  for (const std::size_t len : {kCrc32WideMinBytes - 64, kCrc32WideMinBytes - 1, kCrc32WideMinBytes,
+                                kCrc32WideMinBytes + 1, kCrc32WideMinBytes + 64}) {
+    SCOPED_TRACE(len);
+    EXPECT_EQ(crc32_ieee(7, data.data(), len), zlib_crc(7, data.data(), len));
+    std::vector<uint8_t> masked(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(len));
+    std::fill_n(masked.begin(), 64, 0xFF);
+    EXPECT_EQ(crc32_ieee_masked(7, data.data(), len, mask.data(), 64), zlib_crc(7, masked.data(), len));
+    EXPECT_EQ(crc32_ieee_copy(7, copy.data(), data.data(), len), zlib_crc(7, data.data(), len));
+    EXPECT_TRUE(std::equal(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(len), copy.begin()));
   }
 }
 
