@@ -77,7 +77,7 @@ void sizes(benchmark::internal::Benchmark* b) {
 
 // uroce's dispatched entry point, whichever variant it picked.
 void crc32_uroce_active(benchmark::State& state) {
-  state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
+  state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_impl_for(static_cast<std::size_t>(state.range(0))))));
   run(state, [](const uint8_t* p, std::size_t len) { return proto::crc32_ieee(0, p, len); });
 }
 BENCHMARK(crc32_uroce_active)->Apply(sizes);
@@ -136,6 +136,7 @@ BENCHMARK_CAPTURE(icrc_shape, vpclmul_latency, Crc32Impl::kVpclmul, true)->Apply
 // What the engine runs: crc32_ieee_masked, whichever variant the dispatch picks.
 void icrc_dispatched(benchmark::State& state, bool chained) {
   const auto tail = static_cast<std::size_t>(state.range(0));
+  state.SetLabel(std::string(proto::crc32_impl_name(proto::crc32_impl_for(kIcrcHead + tail))));
   uint32_t crc = 0;
   for ([[maybe_unused]] auto _ : state) {
     crc = proto::crc32_ieee_masked(chained ? crc : 0, g_buffer.data(), kIcrcHead + tail, kIcrcMask.data(), kIcrcHead);
@@ -302,7 +303,10 @@ int run_main(int argc, char** argv) {
   if (!init_eal(argv[0])) return 1;
   fill_buffer();
   verify_or_die();
-  benchmark::AddCustomContext("uroce_crc32_active", std::string(proto::crc32_impl_name(proto::crc32_active_impl())));
+  benchmark::AddCustomContext("uroce_crc32_active",
+                              std::string(proto::crc32_impl_name(proto::crc32_active_impl())) + " (" +
+                                  std::string(proto::crc32_impl_name(proto::crc32_short_impl())) + " below " +
+                                  std::to_string(proto::kCrc32WideMinBytes) + " bytes)");
   benchmark::AddCustomContext("dpdk_avx512_effective", dpdk_avx512_effective() ? "yes" : "no (falls back to SSE4.2)");
   SummaryReporter reporter(benchmark::CreateDefaultDisplayReporter());
   benchmark::RunSpecifiedBenchmarks(&reporter);

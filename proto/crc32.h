@@ -56,6 +56,10 @@ inline constexpr std::size_t kCrc32WideMinBytes = 512;
 // environment forces one variant for both.
 [[nodiscard]] Crc32Impl crc32_active_impl() noexcept;
 [[nodiscard]] Crc32Impl crc32_short_impl() noexcept;
+// The variant a call over `len` bytes runs.
+[[nodiscard]] inline Crc32Impl crc32_impl_for(std::size_t len) noexcept {
+  return len < kCrc32WideMinBytes ? crc32_short_impl() : crc32_active_impl();
+}
 [[nodiscard]] std::string_view crc32_impl_name(Crc32Impl impl) noexcept;
 
 }  // namespace uroce::proto
