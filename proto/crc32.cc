@@ -70,58 +70,16 @@ Crc32Impl best_short_impl() noexcept {
   return wide == Crc32Impl::kVpclmul ? Crc32Impl::kPclmul : wide;  // VPCLMULQDQ's flags include PCLMULQDQ's
 }
 
-uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexcept;
-
-// What crc32_ieee calls. It starts as resolve_and_run, which picks the variant on the first
-// call and puts it here, so later calls are one load and an indirect jump (no guard check).
-// Racing first calls all store the same pointer, and it points to code, not to data that
-// needs publishing, so relaxed ordering suffices. Constant-initialised: usable from other
-// static initialisers.
-constinit std::atomic<Crc32Fn> active_fn{&resolve_and_run};
-
-uint32_t resolve_and_run(uint32_t crc, const void* data, std::size_t len) noexcept {
-  const Crc32Fn fn = function_of(best_impl());
-  active_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, data, len);
-}
-
-uint32_t resolve_and_run_short(uint32_t crc, const void* data, std::size_t len) noexcept;
-constinit std::atomic<Crc32Fn> short_fn{&resolve_and_run_short};  // the same, for short calls
-
-uint32_t resolve_and_run_short(uint32_t crc, const void* data, std::size_t len) noexcept {
-  const Crc32Fn fn = function_of(best_short_impl());
-  short_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, data, len);
-}
-
-uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
-                                std::size_t mask_len) noexcept;
-
-// The same for crc32_ieee_masked.
-constinit std::atomic<Crc32MaskedFn> active_masked_fn{&resolve_and_run_masked};
-
-uint32_t resolve_and_run_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
-                                std::size_t mask_len) noexcept {
-  const Crc32MaskedFn fn = masked_function_of(best_impl());
-  active_masked_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, data, len, mask, mask_len);
-}
-
-uint32_t resolve_and_run_short_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
-                                      std::size_t mask_len) noexcept;
-constinit std::atomic<Crc32MaskedFn> short_masked_fn{&resolve_and_run_short_masked};
-
-uint32_t resolve_and_run_short_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
-                                      std::size_t mask_len) noexcept {
-  const Crc32MaskedFn fn = masked_function_of(best_short_impl());
-  short_masked_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, data, len, mask, mask_len);
-}
+// What crc32_ieee and crc32_ieee_masked call, for calls of kCrc32WideMinBytes or more and for shorter ones.
+using ActiveFn = crc32_internal::Dispatch<Crc32Fn, function_of, best_impl>;
+using ShortFn = crc32_internal::Dispatch<Crc32Fn, function_of, best_short_impl>;
+using ActiveMaskedFn = crc32_internal::Dispatch<Crc32MaskedFn, masked_function_of, best_impl>;
+using ShortMaskedFn = crc32_internal::Dispatch<Crc32MaskedFn, masked_function_of, best_short_impl>;
 
 }  // namespace
 
 uint32_t crc32_ieee(uint32_t crc, const void* data, std::size_t len) noexcept {
-  return (len < kCrc32WideMinBytes ? short_fn : active_fn).load(std::memory_order_relaxed)(crc, data, len);
+  return (len < kCrc32WideMinBytes ? ShortFn::slot : ActiveFn::slot).load(std::memory_order_relaxed)(crc, data, len);
 }
 
 uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::size_t len) noexcept {
@@ -131,7 +89,7 @@ uint32_t crc32_ieee_with(Crc32Impl impl, uint32_t crc, const void* data, std::si
 uint32_t crc32_ieee_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                            std::size_t mask_len) noexcept {
   assert(mask_len != 0 && mask_len % 16 == 0 && mask_len <= 64 && len >= mask_len);
-  return (len < kCrc32WideMinBytes ? short_masked_fn : active_masked_fn)
+  return (len < kCrc32WideMinBytes ? ShortMaskedFn::slot : ActiveMaskedFn::slot)
       .load(std::memory_order_relaxed)(crc, data, len, mask, mask_len);
 }
 

@@ -35,33 +35,15 @@ CopyFn copy_function_of(Crc32Impl impl) noexcept {
   return crc32_internal::crc32_portable_copy;
 }
 
-uint32_t resolve_and_run_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
-
-// The variant crc32_ieee picked (crc32_active_impl(), UROCE_CRC32 included), resolved on the first call as in
-// crc32.cc: later calls are one load and an indirect jump. Relaxed: racing first calls store the same code
-// pointer, which publishes no data.
-constinit std::atomic<CopyFn> active_copy_fn{&resolve_and_run_copy};
-
-uint32_t resolve_and_run_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {
-  const CopyFn fn = copy_function_of(crc32_active_impl());
-  active_copy_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, dst, src, len);
-}
-
-// The same for calls shorter than kCrc32WideMinBytes (crc32_short_impl(), crc32.h).
-uint32_t resolve_and_run_short_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
-constinit std::atomic<CopyFn> short_copy_fn{&resolve_and_run_short_copy};
-
-uint32_t resolve_and_run_short_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {
-  const CopyFn fn = copy_function_of(crc32_short_impl());
-  short_copy_fn.store(fn, std::memory_order_relaxed);
-  return fn(crc, dst, src, len);
-}
+// The variants crc32_ieee picked (crc32_active_impl(), crc32_short_impl(); UROCE_CRC32 included), resolved on the
+// first call (crc32_internal::Dispatch).
+using ActiveCopyFn = crc32_internal::Dispatch<CopyFn, copy_function_of, crc32_active_impl>;
+using ShortCopyFn = crc32_internal::Dispatch<CopyFn, copy_function_of, crc32_short_impl>;
 
 }  // namespace
 
 uint32_t crc32_ieee_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept {
-  return (len < kCrc32WideMinBytes ? short_copy_fn : active_copy_fn)
+  return (len < kCrc32WideMinBytes ? ShortCopyFn::slot : ActiveCopyFn::slot)
       .load(std::memory_order_relaxed)(crc, dst, src, len);
 }
 

@@ -7,10 +7,31 @@
 // same reflection: bit i of a block holds x^(127-i).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
+#include "proto/crc32.h"
+
 namespace uroce::proto::crc32_internal {
+
+// A CRC entry point's dispatch slot for function pointer type `Fn`: it starts at resolve(), which on the first call
+// picks the variant (kPick, mapped to code by kFunctionOf), stores it in the slot and runs it, so that later calls
+// are one load and an indirect jump (no guard check). Racing first calls all store the same pointer, which points to
+// code, not to data that needs publishing, so relaxed ordering suffices. Constant-initialised: usable from other
+// static initialisers.
+template <class Fn, auto kFunctionOf, auto kPick>
+struct Dispatch;
+template <auto kFunctionOf, auto kPick, class... Args>
+struct Dispatch<uint32_t (*)(Args...) noexcept, kFunctionOf, kPick> {
+  using Fn = uint32_t (*)(Args...) noexcept;
+  static uint32_t resolve(Args... args) noexcept {
+    const Fn fn = kFunctionOf(kPick());
+    slot.store(fn, std::memory_order_relaxed);
+    return fn(args...);
+  }
+  static constinit inline std::atomic<Fn> slot{&resolve};
+};
 
 // P(x) = x^32 + x^26 + ... + 1 (IEEE 802.3) without its x^32 term, bit-reflected.
 inline constexpr uint32_t kPolyReflected = 0xEDB88320u;
