@@ -239,11 +239,7 @@ TEST_F(CmScenario, AnUnansweredDisconnectTimesOutIntoTimeWait) {
 
 TEST_F(CmScenario, AStaleQpnIsRejectedAndTheOldConnectionEnds) {
   const auto [client_id, server_id] = establish_connection();
-  // The client restarted and lost its connection; it connects again from the same QPN.
-  RecordingEnv restarted_env{12345};
-  CmAgent restarted(params(0x0202C9FFFE000001), &restarted_env);
-  ASSERT_TRUE(restarted.connect(request(), now));
-  server.on_mad(restarted_env.sent.front().bytes, kClientGid, kServerGid, kClientRoute, now);
+  server.on_mad(request_after_restart(), kClientGid, kServerGid, kClientRoute, now);
   ASSERT_GE(server_env.sent.size(), 1u);
   EXPECT_EQ(server_env.sent.front().attribute(), CmAttribute::kRej);
   EXPECT_EQ(server_env.sent.front().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kStaleConnection));
@@ -291,10 +287,7 @@ TEST_F(CmScenario, ARequestFromAnotherAddressNamingThePeersQpnEndsNothing) {
 // neighbour that sends with that address: its route is not the connection's, so it gets the REJ and ends nothing.
 TEST_F(CmScenario, AStaleRequestByAnotherRouteEndsNothing) {
   const auto [client_id, server_id] = establish_connection();
-  RecordingEnv impostor_env{12345};
-  CmAgent impostor(params(0x0202C9FFFE000001), &impostor_env);
-  ASSERT_TRUE(impostor.connect(request(), now));
-  server.on_mad(impostor_env.sent.front().bytes, kClientGid, kServerGid, kNeighbourRoute, now);
+  server.on_mad(request_after_restart(), kClientGid, kServerGid, kNeighbourRoute, now);
   ASSERT_EQ(server_env.sent.size(), 1u);
   EXPECT_EQ(server_env.sent.front().get(CmRej::reason), static_cast<uint16_t>(CmRejectReason::kStaleConnection));
   EXPECT_EQ(server_env.sent.front().route, kNeighbourRoute);

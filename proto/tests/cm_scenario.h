@@ -64,6 +64,15 @@ class CmScenario : public ::testing::Test {
  protected:
   CmScenario() : client(params(0x0202C9FFFE000001), &client_env), server(params(0x0202C9FFFE000002), &server_env) {}
 
+  // The REQ the client sends again from the same QPN (its CA GUID, a fresh communication ID) after it restarted and
+  // lost its connection: what the stale-connection rule (IBTA 12.9.8.3.1) answers.
+  std::array<uint8_t, kMadSize> request_after_restart() {
+    RecordingEnv restarted_env{12345};
+    CmAgent restarted(params(0x0202C9FFFE000001), &restarted_env);
+    EXPECT_TRUE(restarted.connect(request(), now));
+    return restarted_env.sent.front().bytes;
+  }
+
   static CmParams params(uint64_t guid) {
     CmParams p;
     p.local_ca_guid = guid;

@@ -6,7 +6,7 @@
 
 #include "proto/dcqcn.h"
 #include "proto/packet_template.h"
-#include "proto/tests/rc_sim.h"
+#include "proto/tests/rc_sim_requests.h"
 #include "proto/tests/test_vectors.h"
 
 namespace uroce::proto {
@@ -369,12 +369,7 @@ TEST(CongestionWire, WithoutMarksThereAreNoCnpsAndNoPacing) {
 // QP without rate control counts the CNPs it ignores.
 TEST(CongestionWire, ACnpFromAnotherAddressIsDroppedAndOneWithoutRateControlIgnored) {
   SimNetwork net(dcqcn_attributes());
-  PacketSpec spec;
-  spec.src_mac = MacAddr{0x020000000002ull};
-  spec.dst_mac = MacAddr{0x020000000001ull};
-  spec.src_gid = gid_from_ipv4(Ipv4Addr{0xC6120002u});
-  spec.dst_gid = gid_from_ipv4(Ipv4Addr{0xC6120001u});
-  spec.dest_qp = Qpn{0x11};
+  PacketSpec spec = testing::b_to_a_spec();
   PacketTemplate genuine;
   genuine.init(spec);
   spec.src_gid = gid_from_ipv4(Ipv4Addr{0xC6120063u});  // an off-path attacker's address

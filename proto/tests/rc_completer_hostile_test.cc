@@ -4,7 +4,6 @@
 
 #include <vector>
 
-#include "proto/packet_builder.h"
 #include "proto/tests/rc_sim_requests.h"
 
 namespace uroce::proto {
@@ -41,12 +40,7 @@ TEST(CompleterRnr, EachMessageGetsTheFullRnrRetryCount) {
 // A READ response B did not send: from B's address to A's QP, with the PSN, opcode and payload the peer chooses.
 std::vector<uint8_t> forged_read_response(Opcode op, Psn psn, uint32_t payload_length, uint8_t syndrome = 0x1F) {
   const std::vector<uint8_t> payload(payload_length, 0xEE);
-  PacketSpec s;
-  s.src_mac = MacAddr{0x020000000002ull};
-  s.dst_mac = MacAddr{0x020000000001ull};
-  s.src_gid = gid_from_ipv4(Ipv4Addr{0xC6120002u});
-  s.dst_gid = gid_from_ipv4(Ipv4Addr{0xC6120001u});
-  s.dest_qp = Qpn{0x11};
+  PacketSpec s = b_to_a_spec();
   s.opcode = op;
   s.psn = psn;
   s.aeth.syndrome = syndrome;

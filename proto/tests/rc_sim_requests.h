@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "proto/packet_builder.h"
 #include "proto/tests/rc_sim.h"
 
 namespace uroce::proto::testing {
@@ -62,5 +63,16 @@ inline std::vector<std::vector<uint8_t>> take(SimEndpoint& from) {
 }
 
 inline void deliver(SimEndpoint& to, const std::vector<uint8_t>& frame) { to.qp.on_packet(parsed(frame)); }
+
+// The addresses of a frame from B to A's QP in SimNetwork, for frames a test builds itself (forged answers).
+inline PacketSpec b_to_a_spec() {
+  PacketSpec s;
+  s.src_mac = MacAddr{0x020000000002ull};
+  s.dst_mac = MacAddr{0x020000000001ull};
+  s.src_gid = gid_from_ipv4(Ipv4Addr{0xC6120002u});
+  s.dst_gid = gid_from_ipv4(Ipv4Addr{0xC6120001u});
+  s.dest_qp = Qpn{0x11};
+  return s;
+}
 
 }  // namespace uroce::proto::testing
