@@ -1,7 +1,6 @@
 #include "dataplane/neighbor.h"
 
 #include <cstring>
-#include <limits>
 
 #include <rte_mbuf.h>
 
