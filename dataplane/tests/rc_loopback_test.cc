@@ -320,8 +320,13 @@ TEST(RcLoopbackOps, AnInvalidationCompletesOnlyWhenNoOtherEngineIsInsideAPacketF
   RcWorld world(loopback_config());
   ASSERT_TRUE(world.ok()) << world.error();
   ASSERT_EQ(world.dataplane().engine_count(), 2);
-  auto [a, b] = world.connected_pair(1024);         // A on engine 0, B on engine 1; every player is in PD 1
-  auto [c, d] = world.connected_pair(1024, {}, 1);  // both on engine 1
+  // Plain pointers, not structured bindings: the lambdas below capture them (clang before 16 cannot).
+  const auto ab = world.connected_pair(1024);         // A on engine 0, B on engine 1; every player is in PD 1
+  const auto cd = world.connected_pair(1024, {}, 1);  // both on engine 1
+  Player* const a = ab.first;
+  Player* const b = ab.second;
+  Player* const c = cd.first;
+  Player* const d = cd.second;
   ASSERT_TRUE(a && b && c && d) << world.error();
   const auto next_key = [](uint32_t token) { return (token & ~0xFFU) | ((token + 1) & 0xFFU); };
   auto reserved = world.transport().reserve_memory(MemoryKind::kFastRegisterRegion, 1);
