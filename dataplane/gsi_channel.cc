@@ -90,54 +90,52 @@ void GsiChannel::on_packet(void* self, EngineContext& ctx, const proto::ParsedPa
 
 bool GsiChannel::is_martian_source(const proto::Gid& gid) noexcept {
   if (proto::gid_is_ipv4_mapped(gid)) {
-    const uint32_t a = proto::gid_to_ipv4(gid).value();
-    return a == 0 || (a >> 28) == 0xE || a == 0xFFFFFFFF;  // unspecified, multicast (224/4), limited broadcast
+    const proto::Ipv4Addr a = proto::gid_to_ipv4(gid);
+    return a.value() == 0 || proto::is_group_ipv4(a);
   }
   return std::all_of(gid.begin(), gid.end(), [](uint8_t b) { return b == 0; }) || gid[0] == 0xFF;
 }
 
 void GsiChannel::take(EngineContext& ctx, const proto::ParsedPacket& p, PortIndex port) noexcept {
-  GsiChannel& g = *this;
   const auto deth =
       p.has(proto::ExtHeader::kDeth) ? std::optional(p.ext<proto::Deth>(proto::ExtHeader::kDeth)) : std::nullopt;
   if (p.opcode() != proto::Opcode::kUdSendOnly || !deth || deth->get(proto::Deth::qkey) != proto::kGsiQKey ||
       deth->get(proto::Deth::src_qp) != proto::kGsiQpn) {
-    g.counters_.rx_not_gsi.add();
+    counters_.rx_not_gsi.add();
     return;
   }
   if (p.payload_length != proto::kMadSize) {
-    g.counters_.rx_bad_length.add();
+    counters_.rx_bad_length.add();
     return;
   }
   // The port's one P_Key is the default (full member, 0xFFFF): a MAD must carry a P_Key that matches it (IBTA
   // C9-42, as every QP checks); the invalid P_Keys 0x0000 and 0x8000 never do.
   if (!proto::pkey_matches(p.bth().get(proto::Bth::pkey), proto::kDefaultPKey)) {
-    g.counters_.rx_bad_pkey.add();
+    counters_.rx_bad_pkey.add();
     return;
   }
   GsiDatagram d;
   d.port = port;
   d.local_gid = ip_destination_gid(p);
   if (!port_owns(ctx.port(port), d.local_gid)) {
-    g.counters_.rx_not_our_address.add();
+    counters_.rx_not_our_address.add();
     return;
   }
   d.remote_gid = ip_source_gid(p);
   d.remote_mac = p.eth().get(proto::Eth::src);
   // The source becomes the route of everything the CM answers, and of a passive connection's QP: a group MAC
   // (broadcast, multicast), a group or unspecified IP, or one of our own addresses is no peer's.
-  if (((d.remote_mac.value() >> 40) & 1) != 0 || is_martian_source(d.remote_gid) ||
-      port_owns(ctx.port(port), d.remote_gid)) {
-    g.counters_.rx_bad_source.add();
+  if (proto::is_group_mac(d.remote_mac) || is_martian_source(d.remote_gid) || port_owns(ctx.port(port), d.remote_gid)) {
+    counters_.rx_bad_source.add();
     return;
   }
   const auto payload = p.payload();
   std::copy(payload.begin(), payload.end(), d.mad.begin());
-  if (rte_ring_sp_enqueue_elem(g.up_, &d, sizeof(GsiDatagram)) != 0) {
-    g.counters_.rx_ring_full.add();
+  if (rte_ring_sp_enqueue_elem(up_, &d, sizeof(GsiDatagram)) != 0) {
+    counters_.rx_ring_full.add();
     return;
   }
-  g.counters_.rx_mads.add();
+  counters_.rx_mads.add();
 }
 
 bool GsiChannel::poll(void* self, EngineContext& ctx) {

@@ -263,7 +263,7 @@ namespace {
 // A neighbour message's sender that no peer can be: a group (multicast, broadcast) MAC; on a port with a MAC, the
 // zero MAC or our own. (The in-process ring link's ports have none: both ends are 00:00:00:00:00:00.)
 bool refused_sender_mac(const Port& port, proto::MacAddr mac) noexcept {
-  if (((mac.value() >> 40) & 1) != 0) return true;
+  if (proto::is_group_mac(mac)) return true;
   return port.mac.value() != 0 && (mac.value() == 0 || mac == port.mac);
 }
 
@@ -302,15 +302,14 @@ void handle_arp(EngineContext& ctx, NeighborTable& table, const Port& port, rte_
   const bool for_us = port.owns(target_ip);
   // Nobody's sender: a group, zero or our own MAC; our own, a multicast or the broadcast address. (Sender 0.0.0.0 is
   // an address probe, RFC 5227: answered, nothing learned.)
-  const uint32_t sender = sender_ip.value();
-  if (refused_sender_mac(port, sender_mac) || port.owns(sender_ip) || (sender >> 28) == 0xE || sender == 0xFFFFFFFF) {
+  if (refused_sender_mac(port, sender_mac) || port.owns(sender_ip) || proto::is_group_ipv4(sender_ip)) {
     c.rx_neighbor_refused.add();
     return;
   }
   // RFC 826 "merge", within what NeighborTable::learn allows: complete the entry resolve() awaits, renew a known
   // sender, and add the sender if it asks for our address. A reply adds nothing: one nobody asked for would only
   // fill the table.
-  if (sender != 0 &&
+  if (sender_ip.value() != 0 &&
       !table.learn(neighbor_key(port.index, sender_ip), sender_mac, for_us && operation == kArpRequest, ctx.now()))
     c.rx_neighbor_refused.add();
   if (operation == kArpReply) {

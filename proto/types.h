@@ -96,6 +96,12 @@ using MacAddr = Identifier<MacTag, uint64_t, 48>;
 struct Ipv4Tag;
 using Ipv4Addr = Identifier<Ipv4Tag, uint32_t>;
 
+// A group (multicast or broadcast) MAC: the I/G bit, the least significant bit of the first octet. No host sends
+// from one.
+constexpr bool is_group_mac(MacAddr mac) noexcept { return ((mac.value() >> 40) & 1) != 0; }
+// A multicast (224.0.0.0/4) or the limited broadcast address. No host sends from one.
+constexpr bool is_group_ipv4(Ipv4Addr ip) noexcept { return (ip.value() >> 28) == 0xE || ip.value() == 0xFFFFFFFF; }
+
 struct PsnTag;
 struct MsnTag;
 using Psn = Seq24<PsnTag>;
