@@ -160,7 +160,14 @@ NTSTATUS ConnectorImpl::connect(Qp* qp, const SocketEndpoint& source, SharedEndp
         });
       }
     }
-    if (!mac.ok()) cm_.post([this] { fail(STATUS_HOST_UNREACHABLE); });
+    if (!mac.ok()) {
+      // The post keeps the connector alive until it has run: a close meanwhile may drop every other reference.
+      retain();
+      cm_.post([this] {
+        fail(STATUS_HOST_UNREACHABLE);
+        release();
+      });
+    }
     release();
   });
   return STATUS_PENDING;
@@ -194,8 +201,13 @@ void ConnectorImpl::send_request() {
   if (!id) {
     state_ = State::kDone;
     qp_->release_connect_claim();
-    // finish_request takes mutex_: complete after this scope through the CM thread's queue.
-    cm_.post([this] { finish_request(STATUS_INSUFFICIENT_RESOURCES); });
+    // finish_request takes mutex_: complete after this scope through the CM thread's queue, holding a reference
+    // until then (send_request's caller releases its own as soon as this returns).
+    retain();
+    cm_.post([this] {
+      finish_request(STATUS_INSUFFICIENT_RESOURCES);
+      release();
+    });
     return;
   }
   cm_id_ = *id;
@@ -304,7 +316,11 @@ void ConnectorImpl::accept_on_cm_thread(const proto::CmReplyParams& reply) {
   }
   if (cm_.agent().accept(*cm_id_, reply, cm_.now_ms()) != proto::CmCallStatus::kOk) {
     state_ = State::kDone;
-    cm_.post([this] { finish_request(STATUS_CONNECTION_ABORTED); });
+    retain();  // the caller's reference ends when this returns
+    cm_.post([this] {
+      finish_request(STATUS_CONNECTION_ABORTED);
+      release();
+    });
     return;
   }
   cm_.await_first_request(*cm_id_, qp_->transport_qp());

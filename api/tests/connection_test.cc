@@ -206,6 +206,39 @@ TEST_F(ConnectionTest, ClosingAConnectorCancelsItsPendingConnectFirst) {
   close(l);
 }
 
+// A connect whose peer never answers ARP fails with STATUS_HOST_UNREACHABLE once the lookup gives up (3 s). A
+// connector closed while that lookup runs must outlive the continuation that reports the failure: its other
+// references (the caller's, the pending request's) are gone by then, and the failure used to be posted to the CM
+// thread without one, which then ran on a freed connector (ASan: heap-use-after-free in fail()).
+TEST_F(ConnectionTest, AConnectorClosedWhileItsPeerIsResolvedOutlivesTheLookup) {
+  Player& a = player({.engine = 0});
+  Player& b = player({.engine = 1});
+  Address nobody = ipv4(b, kPort);
+  reinterpret_cast<sockaddr_in*>(&nobody.storage)->sin_addr.s_addr = htonl(0xC6120063);  // 198.18.0.99: no one
+  const Address src = ipv4(a, 0);
+  const auto connect_to_nobody = [&](Connector* c, Qp* qp, Completion& done) {
+    return c->NdkConnect(qp, src.get(), src.length, nobody.get(), nobody.length, 4, 4, nullptr, 0,
+                         &Completion::on_request, &done);
+  };
+  Connector* closed_early = connector();
+  Completion cancelled;
+  ASSERT_EQ(connect_to_nobody(closed_early, a.qp, cancelled), STATUS_PENDING);
+  // A second lookup, started later, ends after the first: by its completion the first one's has run too.
+  Player& other = player({.engine = 0});
+  Connector* waits = connector();
+  Completion unreachable;
+  ASSERT_EQ(connect_to_nobody(waits, other.qp, unreachable), STATUS_PENDING);
+
+  Completion closed;  // with a completion, the lookup's end destroys the connector on its own thread
+  EXPECT_EQ(closed_early->NdkCloseConnector(&Completion::on_close, &closed), STATUS_PENDING);
+  ASSERT_TRUE(cancelled.wait());
+  EXPECT_EQ(cancelled.status.load(), STATUS_CANCELLED);
+  ASSERT_TRUE(closed.wait());
+  ASSERT_TRUE(unreachable.wait());
+  EXPECT_EQ(unreachable.status.load(), STATUS_HOST_UNREACHABLE);
+  close(waits);
+}
+
 TEST_F(ConnectionTest, ARejectCarriesItsPrivateData) {
   Player& a = player({.engine = 0});
   Player& b = player({.engine = 1});
