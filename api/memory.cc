@@ -69,10 +69,11 @@ NTSTATUS PdImpl::NdkCreateMw(CreateCompletion completion, void* request_context,
 
 // ------------------------------------------------------------------------------------------------------ MR
 
-// Closing a registered MR deregisters it, and the memory is the consumer's again once the close completes: wait
-// for zero-copy TX mbufs still reading it (NdkDeregisterMr completes asynchronously instead).
+// Closing an MR deregisters it (a fast-register MR's registration ends as an invalidation would end it), and the
+// memory is the consumer's again once the close completes: wait for zero-copy TX mbufs still reading it
+// (NdkDeregisterMr completes asynchronously instead).
 MrImpl::~MrImpl() {
-  const uint32_t t = !fast_register_ && registered() ? token() : 0;
+  const uint32_t t = fast_register_ || registered() ? token() : 0;
   release_slot();
   if (t != 0) pd_.adapter().transport().wait_memory_drained(t);
 }

@@ -673,9 +673,16 @@ Status Engine::post(EngineCommand& command) {
   // An engine never blocks: waiting on itself would deadlock, and waiting on another engine stalls its datapath.
   if (rte_lcore_id() != LCORE_ID_ANY && rte_lcore_id() != rte_get_main_lcore())
     return Status::error("engine " + std::to_string(id()) + ": commands are posted from control threads, not engines");
-  const std::lock_guard lock(control_mutex_);
-  if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
-  return post_locked(command);
+  for (;;) {
+    {
+      const std::lock_guard lock(control_mutex_);
+      if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
+      if (ring_sp_enqueue(context_.mailbox_, &command)) return {};  // release: pairs with the engine's dequeue
+    }
+    // Full: each queued command is answered within one loop iteration. A caller that waits for its command (a
+    // deregistration's no-op among them) must not skip the engine for that.
+    std::this_thread::sleep_for(std::chrono::microseconds(20));
+  }
 }
 
 Status Engine::execute(EngineCommand& command) {

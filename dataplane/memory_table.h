@@ -191,7 +191,11 @@ class MemoryTable {
     std::atomic_thread_fence(std::memory_order_seq_cst);  // the pin before the slot read (see above)
     MemoryRegion r;
     uint32_t sequence;
-    if (read_index(i, r, sequence) && grant(r, token, addr, length, 0, {r.pd, r.qpn}, false) != nullptr) return &pins;
+    // Registered regions only: a fast-register region's or a window's invalidation completes without waiting for
+    // pins (only deregistration does), so their memory is always copied.
+    if (read_index(i, r, sequence) && r.kind == MemoryKind::kRegion &&
+        grant(r, token, addr, length, 0, {r.pd, r.qpn}, false) != nullptr)
+      return &pins;
     unpin_tx(&pins);
     return nullptr;
   }
@@ -400,29 +404,25 @@ class MemoryTable {
 
  public:
   // --- datapath writers (engines): never wait; a concurrent writer of the same slot makes them fail ---
-  // Send with Invalidate: invalidates `token` if it names a valid, remotely invalidatable region of the requester's
+  // Send with Invalidate, and local invalidate from our own SQ (verbs LOCAL_INV), which follows the same rule:
+  // invalidates `token` if it names a valid, remotely invalidatable region of the requester's
   // PD; a window only from the QP it was bound through (IBTA 10.6.7.2.6: a type-2 window is invalidated on its QP).
-  // A fast-register region takes the windows bound onto it along (ndkpi.md §9.6: a window lies inside its MR): its
-  // memory is the consumer's again once the invalidation completes. That scans the table, so only for a region a
-  // window was ever bound onto.
+  // A fast-register region takes the windows bound onto it along (ndkpi.md §9.6: a window lies inside its MR): the
+  // caller waits for the engines, then ends those windows with invalidate_windows_of() (RcQueuePair::invalidate), so
+  // that a bind which found the region valid on another engine has written its window by then.
   bool invalidate_remote(uint32_t token, Requester who) noexcept {
-    bool region = false;
-    const bool invalidated = modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
-      region = r.kind == MemoryKind::kFastRegisterRegion;
+    return modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
       return r.valid && r.pd == who.pd && r.remotely_invalidatable() &&
              (r.kind != MemoryKind::kWindow || r.qpn == who.qpn);
     });
-    const uint32_t i = index_of(token);
-    if (invalidated && region && i < capacity_ && windows_bound_[i].load(std::memory_order_relaxed)) [[unlikely]]
-      invalidate_windows_of(token, capacity_);
-    return invalidated;
   }
-  // Local invalidate of a fast-register MR or a window (verbs LOCAL_INV): the same rule, from our own SQ.
   bool invalidate_local(uint32_t token, Requester who) noexcept { return invalidate_remote(token, who); }
   // After the region `region_token` was erased (control path) or invalidated (its engine): every valid window of
   // slots [1, end) bound onto it becomes invalid, as a local invalidate would make it. A slot another writer holds
   // right now is read again.
-  void invalidate_windows_of(uint32_t region_token, uint32_t end) noexcept {
+  // Returns whether it ended any.
+  bool invalidate_windows_of(uint32_t region_token, uint32_t end) noexcept {
+    bool ended = false;
     for (uint32_t i = 1; i < end && i < capacity_; ++i) {
       for (;;) {
         const Slot& s = slots_[i];
@@ -431,9 +431,13 @@ class MemoryTable {
         const MemoryRegion r = load_fields(s);
         if (s.sequence.load(std::memory_order_relaxed) != sequence) continue;
         if (r.kind != MemoryKind::kWindow || !r.valid || r.parent != region_token) break;
-        if (modify(r.token, [](const MemoryRegion& w, MemoryRegion&) { return w.valid; })) break;
+        if (modify(r.token, [](const MemoryRegion& w, MemoryRegion&) { return w.valid; })) {
+          ended = true;
+          break;
+        }
       }
     }
+    return ended;
   }
   // Fast register: the reserved fast-register slot of `pd` that the new token names becomes valid over
   // [addr, addr + length) with `access`. The slot must be invalid (a registered FR MR is invalidated first).
@@ -477,6 +481,9 @@ class MemoryTable {
   bool bind_window(uint32_t new_token, uint32_t region_token, uint64_t addr, uint64_t length, uint32_t access,
                    Requester who) noexcept {
     const uint32_t pd = who.pd;
+    // Noted before the region is read (a Dekker pair with an invalidation's invalidate-then-check): either this
+    // bind finds the region invalid, or the invalidating engine sees the note, waits for this engine and scans.
+    note_window_bind(region_token);
     const std::optional<MemoryRegion> region = read_slot(region_token);
     if (!region || !region->valid || region->pd != pd || region->kind == MemoryKind::kWindow ||
         region->kind == MemoryKind::kPrivileged)
@@ -484,9 +491,17 @@ class MemoryTable {
     if (addr < region->addr || addr - region->addr > region->length || length > region->length - (addr - region->addr))
       return false;
     if ((access & proto::kAccessRemoteWrite) && !(region->access & proto::kAccessLocalWrite)) return false;
-    note_window_bind(region_token);  // a bind that did not come through the API's post is noted here
-    return modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
-      if (r.kind != MemoryKind::kWindow || r.valid || r.pd != pd) return false;
+    bool rebound_valid_window = false;
+    const bool bound = modify_slot(index_of(new_token), [&](const MemoryRegion& r, MemoryRegion& next, bool) {
+      if (r.kind != MemoryKind::kWindow || r.pd != pd) return false;
+      rebound_valid_window = r.valid;  // as this call sees it: the claimed check may see what the copy did not
+      if (r.valid) {
+        // Bound already (IBTA: a type-2 window is bound only when free): the bind fails. The poster has moved the
+        // window's key on, so no invalidation could name the old binding any more; it ends here instead.
+        rebound_valid_window = true;
+        next.valid = false;
+        return true;
+      }
       next.addr = addr;
       next.length = length;
       next.access = access;
@@ -499,6 +514,7 @@ class MemoryTable {
       next.first_offset = region->pages == nullptr ? 0 : region->first_offset + (addr - region->addr);
       return true;
     });
+    return bound && !rebound_valid_window;
   }
 
  private:

@@ -239,18 +239,25 @@ bool RcQueuePair::copy_paged(uint32_t token, uint64_t addr, uint8_t* buffer, uin
 
 void RcQueuePair::retire_page_list(uint32_t token, uint8_t page_list) { table().unstage_pages(token, page_list); }
 
-bool RcQueuePair::invalidate_remote(proto::RemoteToken token) {
-  if (!table().invalidate_remote(token.value(), requester())) return false;
-  wait_until_unused(token.value());
-  return true;
-}
+bool RcQueuePair::invalidate_remote(proto::RemoteToken token) { return invalidate_and_wait(token.value()); }
 
-// After an invalidation, before it completes: an engine that resolved the key before it may be placing or reading one
-// packet in the memory right now (a QP of the same PD on another engine). The consumer may reuse the memory once it
-// sees the completion, and the peer may no longer reach it (IBTA 10.6.7), so the completion waits for that packet.
-// Both callers are between packets. Memory only this engine ever read, the usual case, costs one fence and a load.
-void RcQueuePair::wait_until_unused(uint32_t token) noexcept {
-  ctx_->wait_for_engines(table().engines_that_may_hold(token));
+// Send with Invalidate and LOCAL_INV. Before the invalidation completes, an engine that resolved the key before it
+// may be placing or reading one packet in the memory right now (a QP of the same PD on another engine). The consumer
+// may reuse the memory once it sees the completion, and the peer may no longer reach it (IBTA 10.6.7), so the
+// completion waits for that packet. Both callers are between packets. Memory only this engine ever read, the usual
+// case, costs one fence and a load.
+//
+// A fast-register region takes the windows bound onto it along, as deregistration does (rc_transport.cc): the wait
+// covers every engine once a window was ever bound onto it (MemoryTable::engines_that_may_hold), so a bind that found
+// the region valid before the invalidation has written its window when the scan runs, and every later bind finds
+// the region invalid. A window the scan ended may have been resolved meanwhile: wait once more.
+bool RcQueuePair::invalidate_and_wait(uint32_t token) noexcept {
+  MemoryTable& memory = table();
+  if (!memory.invalidate_remote(token, requester())) return false;
+  ctx_->wait_for_engines(memory.engines_that_may_hold(token));
+  if (memory.windows_may_exist(token) && memory.invalidate_windows_of(token, memory.capacity()))
+    ctx_->wait_for_engines(memory.engines_that_may_hold(token));
+  return true;
 }
 
 const proto::RecvWqe* RcQueuePair::pop_receive() {
@@ -321,9 +328,8 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
                  ? proto::CompletionStatus::kSuccess
                  : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kLocalInvalidate:
-      if (!memory.invalidate_local(m.token, requester())) return proto::CompletionStatus::kLocalQpOperationError;
-      wait_until_unused(m.token);
-      return proto::CompletionStatus::kSuccess;
+      return invalidate_and_wait(m.token) ? proto::CompletionStatus::kSuccess
+                                          : proto::CompletionStatus::kLocalQpOperationError;
     case proto::WorkOp::kBindMemoryWindow:
       return memory.bind_window(m.token, m.region_token, m.addr, m.length, m.access, requester())
                  ? proto::CompletionStatus::kSuccess

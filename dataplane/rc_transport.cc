@@ -294,16 +294,23 @@ Result<uint32_t> RcTransport::reserve_memory(MemoryKind kind, uint32_t pd) {
   return region.token;
 }
 
-Status RcTransport::deregister_memory(uint32_t token) {
+Status RcTransport::deregister_memory(uint32_t token) { return retire_memory(token, true); }
+
+void RcTransport::release_memory_slot(uint32_t token) { (void)retire_memory(token, false); }
+
+Status RcTransport::retire_memory(uint32_t token, bool exact_token) {
   bool engine_may_hold = false;
   bool windows = false;
   {
     std::lock_guard lock(mutex_);
     const uint32_t slot = MemoryTable::index_of(token);
-    const std::optional<MemoryRegion> region =
-        slot == 0 || slot >= next_memory_slot_ ? std::nullopt : memory_.read_slot(token);
-    if (!region) return Status::error("no such registration");
-    memory_.erase(token);  // no engine resolves or pins it from now on (MemoryTable::pin_for_tx)
+    if (slot == 0 || slot >= next_memory_slot_) return Status::error("no such registration");
+    if (exact_token) {
+      if (!memory_.read_slot(token)) return Status::error("no such registration");
+      memory_.erase(token);  // no engine resolves or pins it from now on (MemoryTable::pin_for_tx)
+    } else {
+      memory_.erase_slot(slot);  // a fast-register region's or a window's key byte moves on with each use
+    }
     engine_may_hold = memory_.engine_may_hold(token);
     windows = memory_.windows_may_exist(token);
     if (memory_.tx_pins(token) != 0) {
@@ -319,7 +326,8 @@ Status RcTransport::deregister_memory(uint32_t token) {
   // L_Keys of the bytes they place, on every packet). Then the memory is the caller's again. An engine that is not
   // running, or the caller's own, fails the call and is skipped. Memory no engine has ever read needs no wait
   // (MemoryTable::engine_may_hold): closing 65k MRs never used took 8.4 s with the wait (ContractRows, a full
-  // memory table), 68 ms without.
+  // memory table), 68 ms without. Fast-register MRs and windows end the same way when closed: their slot may be
+  // valid still, and is reused by the next reservation.
   const auto quiesce = [this] {
     for (EngineId e = 0; e < dataplane_.engine_count(); ++e) (void)dataplane_.engine(e).call([](EngineContext&) {});
   };
@@ -358,14 +366,6 @@ bool RcTransport::memory_in_flight(uint32_t token) {
 
 void RcTransport::wait_memory_drained(uint32_t token) {
   while (memory_in_flight(token)) std::this_thread::sleep_for(std::chrono::microseconds(50));
-}
-
-void RcTransport::release_memory_slot(uint32_t token) {
-  std::lock_guard lock(mutex_);
-  const uint32_t slot = MemoryTable::index_of(token);
-  if (slot == 0 || slot >= next_memory_slot_) return;
-  memory_.erase_slot(slot);
-  free_memory_slots_.push_back(slot);
 }
 
 void RcTransport::ring_doorbell(RcQueuePair& qp) noexcept {

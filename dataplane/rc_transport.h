@@ -169,7 +169,7 @@ class RcQueuePair final : public proto::RcEnv {
 
  private:
   void push_completion(CompletionQueue& cq, const proto::Completion& c, bool is_receive);
-  void wait_until_unused(uint32_t token) noexcept;
+  bool invalidate_and_wait(uint32_t token) noexcept;
   friend class RcTransport;
   friend class EngineTransport;
 
@@ -294,7 +294,8 @@ class RcTransport {
   [[nodiscard]] bool memory_in_flight(uint32_t token);
   // Control path: waits (sleeping) until memory_in_flight(token) is false. The engines must be running.
   void wait_memory_drained(uint32_t token);
-  // Frees the slot of a reserved region or window whatever its key byte is now.
+  // Ends a reserved region or window whatever its key byte is now, as deregister_memory() ends a registration
+  // (the engines, the windows bound onto it, zero-copy mbufs: wait_memory_drained(token) before the memory is reused).
   void release_memory_slot(uint32_t token);
   [[nodiscard]] MemoryTable& memory() noexcept { return memory_; }
 
@@ -361,6 +362,8 @@ class RcTransport {
   std::vector<std::unique_ptr<RcQueuePair>> qps_;
   std::vector<uint32_t> free_memory_slots_;
   std::vector<uint32_t> draining_memory_tokens_;  // deregistered, zero-copy mbufs still in flight: not yet free
+  // deregister_memory() (exact_token) and release_memory_slot().
+  Status retire_memory(uint32_t token, bool exact_token);
   void reclaim_drained_locked();
   uint32_t next_memory_slot_ = 1;
   // Identifiers an off-path attacker cannot guess (proto/entropy.h): QPNs take a random free slot and start each

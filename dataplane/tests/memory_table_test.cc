@@ -160,5 +160,69 @@ TEST(MemoryWindow, ServesOnlyTheQueuePairItWasBoundThrough) {
   EXPECT_EQ(table.resolve(key, base + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr);
 }
 
+// A bind onto a window that is still bound fails (IBTA 10.6.7.2: a type-2 window is bound only while free), and the
+// binding it found ends with it: the poster has already moved the window's key on, so no invalidation could name the
+// old key any more, and the old MR may go away with nothing left to end the window.
+TEST(MemoryWindow, ABindOntoAWindowStillBoundFailsAndEndsTheOldBinding) {
+  MemoryTable table(8);
+  static uint8_t memory[4096];
+  const auto base = reinterpret_cast<uint64_t>(memory);
+  MemoryRegion region;
+  region.addr = base;
+  region.length = sizeof memory;
+  region.access = proto::kAccessLocalWrite;
+  region.pd = kPd;
+  region.token = 1u << 8 | 1;
+  table.insert(region);
+  MemoryRegion window;
+  window.pd = kPd;
+  window.token = 2u << 8 | 1;
+  window.kind = MemoryKind::kWindow;
+  window.valid = false;
+  table.insert(window);
+  const uint32_t first = 2u << 8 | 2;
+  ASSERT_TRUE(table.bind_window(first, region.token, base, 128, proto::kAccessRemoteWrite, kQp));
+  ASSERT_EQ(table.resolve(first, base, 8, proto::kAccessRemoteWrite, kQp), memory);
+
+  const uint32_t second = 2u << 8 | 3;
+  EXPECT_FALSE(table.bind_window(second, region.token, base + 1024, 128, proto::kAccessRemoteWrite, kQp));
+  EXPECT_EQ(table.resolve(first, base, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "the old binding ended";
+  EXPECT_EQ(table.resolve(second, base + 1024, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "nothing new bound";
+  // Free again: the next bind takes it.
+  EXPECT_TRUE(table.bind_window(second, region.token, base + 1024, 128, proto::kAccessRemoteWrite, kQp));
+  EXPECT_EQ(table.resolve(second, base + 1024, 8, proto::kAccessRemoteWrite, kQp), memory + 1024);
+}
+
+// Zero-copy TX pins only registered regions: a fast-register region's invalidation completes without waiting for
+// mbufs still pointing into its pages (only a deregistration waits for them), so its bytes are always copied.
+TEST(ZeroCopyPins, OnlyRegisteredRegionsArePinned) {
+  MemoryTable table(8);
+  static uint8_t memory[4096];
+  const auto base = reinterpret_cast<uint64_t>(memory);
+  MemoryRegion registered;
+  registered.addr = base;
+  registered.length = sizeof memory;
+  registered.access = proto::kAccessLocalWrite;
+  registered.pd = kPd;
+  registered.token = 1u << 8 | 1;
+  table.insert(registered);
+  MemoryRegion reserved;
+  reserved.pd = kPd;
+  reserved.token = 2u << 8 | 1;
+  reserved.kind = MemoryKind::kFastRegisterRegion;
+  reserved.valid = false;
+  table.insert(reserved);
+  const uint32_t fast = 2u << 8 | 2;
+  ASSERT_TRUE(table.fast_register(fast, base, sizeof memory, proto::kAccessLocalWrite, kPd));
+  ASSERT_NE(table.resolve(fast, base, 64, 0, kQp, true), nullptr);
+
+  std::atomic<uint32_t>* pins = table.pin_for_tx(registered.token, base, 64);
+  ASSERT_NE(pins, nullptr);
+  EXPECT_EQ(table.tx_pins(registered.token), 1u);
+  MemoryTable::unpin_tx(pins);
+  EXPECT_EQ(table.pin_for_tx(fast, base, 64), nullptr);
+  EXPECT_EQ(table.tx_pins(fast), 0u);
+}
+
 }  // namespace
 }  // namespace uroce::dataplane
