@@ -5,6 +5,7 @@
 #include "dataplane/rc_transport.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <string>
@@ -181,6 +182,8 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   attrs.access = qp.setup().access;
   attrs.zero_copy_min_payload = dataplane_.config().engine.zero_copy_threshold;
   set_congestion_control(attrs, congestion, port);
+  if (attrs.path_mtu < 256 || attrs.path_mtu > 4096 || !std::has_single_bit(attrs.path_mtu))
+    return Status::error("path MTU " + std::to_string(attrs.path_mtu) + " is not one of 256, 512, 1024, 2048, 4096");
   if (port.mtu < attrs.path_mtu + 80) {
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));

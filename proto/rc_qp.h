@@ -12,6 +12,7 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -95,6 +96,7 @@ class RcQp {
  public:
   // Moves the QP to RTS with `attrs`. `send_queue` has `sq_size` slots (a power of
   // two) filled by the application; WQE index i lives in slot i & (sq_size - 1).
+  // attrs.path_mtu is a power of two from 256 to 4096 (IBTA 9.7.6); the owner checks it.
   // Control path: allocates the per-WQE progress array.
   void connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue, uint32_t sq_size,
                RcEnv* env);
@@ -276,6 +278,9 @@ class RcQp {
   // Requester and completer state. WQE indices are free-running uint32.
   const SendWqe* sq_ = nullptr;
   uint32_t sq_mask_ = 0;
+  // log2(attrs_.path_mtu), a power of two (IBTA: 256 to 4096): packet counts and offsets shift rather than divide,
+  // since a 32-bit division is a long-latency instruction on the per-packet path.
+  uint8_t mtu_shift_ = 10;
   std::vector<WqeProgress> progress_;
   uint32_t sq_oldest_ = 0;    // oldest WQE not yet retired
   uint32_t sq_next_ = 0;      // WQE being (or next to be) sent
@@ -341,7 +346,7 @@ class RcQp {
 // Small steps the requester and completer share, inline: each runs once or more per message.
 
 inline uint32_t RcQp::packets_for(uint32_t length) const noexcept {
-  return length == 0 ? 1 : (length + attrs_.path_mtu - 1) / attrs_.path_mtu;
+  return length == 0 ? 1 : static_cast<uint32_t>((uint64_t{length} + attrs_.path_mtu - 1) >> mtu_shift_);
 }
 
 // Acknowledgement moves the oldest unacknowledged PSN forward. The highest PSN ever sent

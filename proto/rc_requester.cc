@@ -49,6 +49,7 @@ Opcode send_opcode(const SendWqe& w, bool first, bool last) noexcept {
 void RcQp::connect(const RcQpAttributes& attrs, const PacketTemplate& headers, const SendWqe* send_queue,
                    uint32_t sq_size, RcEnv* env) {
   attrs_ = attrs;
+  mtu_shift_ = static_cast<uint8_t>(std::countr_zero(attrs.path_mtu));
   headers_ = headers;
   env_ = env;
   sq_ = send_queue;
@@ -272,7 +273,7 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     out = env_->tx_begin(headers_.frame_length(op, length));
     if (out == nullptr) return 0;
   }
-  const Psn psn = pr.first_psn + send_offset_ / mtu;
+  const Psn psn = pr.first_psn + (send_offset_ >> mtu_shift_);
   const auto st = headers_.stamp(out, op, length, psn, flags);
   const OpcodeInfo& info = opcode_info(op);
   if (info.carries(ExtHeader::kReth)) {
