@@ -69,7 +69,7 @@ class ConnectionManager final : public proto::CmEnv {
 
   // Any thread. Binds a local endpoint for a listener (`listener` set; the address may be 0.0.0.0 / ::), a shared
   // endpoint or a connector; port 0 picks a free one from 49152-65535 and writes it back.
-  // STATUS_ADDRESS_ALREADY_EXISTS: taken; STATUS_TOO_MANY_ADDRESSES: no free port.
+  // STATUS_SHARING_VIOLATION: taken (ndkpi.md §7, §9.8); STATUS_TOO_MANY_ADDRESSES: no free port.
   NTSTATUS bind(SocketEndpoint& endpoint, const void* owner, ListenerImpl* listener = nullptr);
   void unbind(const void* owner);
 
@@ -184,6 +184,7 @@ class SharedEndpointImpl final : public SharedEndpoint, public Lifetime {
     return write_endpoint(endpoint_, address, address_length);
   }
   [[nodiscard]] const SocketEndpoint& endpoint() const noexcept { return endpoint_; }
+  [[nodiscard]] const AdapterImpl& adapter() const noexcept { return adapter_; }
   using Lifetime::release;
   using Lifetime::retain;
 

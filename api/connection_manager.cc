@@ -230,7 +230,7 @@ NTSTATUS ConnectionManager::bind(SocketEndpoint& endpoint, const void* owner, Li
     }
     return STATUS_TOO_MANY_ADDRESSES;
   }
-  if (taken(endpoint)) return STATUS_ADDRESS_ALREADY_EXISTS;
+  if (taken(endpoint)) return STATUS_SHARING_VIOLATION;  // ndkpi.md §7: the local address is in use
   bindings_.push_back({endpoint, owner, listener});
   return STATUS_SUCCESS;
 }

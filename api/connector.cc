@@ -93,6 +93,7 @@ NTSTATUS ConnectorImpl::NdkConnectWithSharedEndpoint(Qp* qp, SharedEndpoint* end
                                                      void* request_context) {
   if (endpoint == nullptr || endpoint->ObjectType != NdkObjectTypeSharedEndpoint) return STATUS_INVALID_PARAMETER;
   auto* shared = static_cast<SharedEndpointImpl*>(endpoint);
+  if (&shared->adapter() != &adapter_) return STATUS_INVALID_PARAMETER;  // another adapter's endpoint
   return connect(qp, shared->endpoint(), shared, destination, destination_length, inbound_read_limit,
                  outbound_read_limit, private_data, private_data_length, completion, request_context);
 }
@@ -104,7 +105,8 @@ NTSTATUS ConnectorImpl::connect(Qp* qp, const SocketEndpoint& source, SharedEndp
   const std::optional<SocketEndpoint> dst = endpoint_of(destination, destination_length);
   if (qp == nullptr || qp->ObjectType != NdkObjectTypeQp || completion == nullptr || !dst || dst->port == 0 ||
       dst->ip.is_v6 != source.ip.is_v6 || is_any_address(dst->ip) ||
-      private_data_length > proto::kRdmaCmReqPrivateDataMax || (private_data == nullptr && private_data_length > 0))
+      private_data_length > proto::kRdmaCmReqPrivateDataMax || (private_data == nullptr && private_data_length > 0) ||
+      &static_cast<QpImpl*>(qp)->adapter() != &adapter_)  // another adapter's QP
     return STATUS_INVALID_PARAMETER;
   SocketEndpoint local = source;
   const auto port =
@@ -256,7 +258,8 @@ NTSTATUS ConnectorImpl::NdkAccept(Qp* qp, uint32_t inbound_read_limit, uint32_t 
                                   DisconnectEventCallback disconnect_event, void* disconnect_event_context,
                                   RequestCompletion completion, void* request_context) {
   if (qp == nullptr || qp->ObjectType != NdkObjectTypeQp || completion == nullptr ||
-      private_data_length > proto::kRdmaCmRepPrivateDataMax || (private_data == nullptr && private_data_length > 0))
+      private_data_length > proto::kRdmaCmRepPrivateDataMax || (private_data == nullptr && private_data_length > 0) ||
+      &static_cast<QpImpl*>(qp)->adapter() != &adapter_)  // another adapter's QP
     return STATUS_INVALID_PARAMETER;
   auto* qp_impl = static_cast<QpImpl*>(qp);
   const std::lock_guard lock(mutex_);

@@ -478,6 +478,7 @@ class QpImpl final : public Qp, public Lifetime {
   ~QpImpl() override;
   // Control path, after construction: the transport QP on `engine`. STATUS_SUCCESS or a failure.
   NTSTATUS start();
+  [[nodiscard]] const AdapterImpl& adapter() const noexcept { return adapter_; }
 
   NTSTATUS NdkCloseQp(CloseCompletion completion, void* request_context) override;
   void NdkFlush() override;

@@ -92,6 +92,8 @@ TEST_F(ConnectionTest, AConnectorAndAListenerOfTwoAdaptersConnect) {
     ASSERT_EQ(listener->NdkListen(address.get(), address.length, nullptr, nullptr), STATUS_SUCCESS);
     Connector* active = connector();
     Completion connected;
+    Completion refused;
+    EXPECT_EQ(connect(active, b, a, kPort, "", refused), STATUS_INVALID_PARAMETER) << "the other adapter's QP";
     ASSERT_EQ(connect(active, a, b, kPort, "across adapters", connected), STATUS_PENDING);
     ASSERT_TRUE(eventually([&] { return events.incoming.load() != nullptr; }));
     Connector* passive = events.incoming.load();
@@ -99,6 +101,9 @@ TEST_F(ConnectionTest, AConnectorAndAListenerOfTwoAdaptersConnect) {
     EXPECT_EQ(adapter().UroceQueryResources().Connectors, 1u);
     Completion accepted;
     DisconnectEvents b_disconnects;
+    EXPECT_EQ(passive->NdkAccept(a.qp, 4, 4, nullptr, 0, nullptr, nullptr, &Completion::on_request, &accepted),
+              STATUS_INVALID_PARAMETER)
+        << "the other adapter's QP";
     ASSERT_EQ(passive->NdkAccept(b.qp, 4, 4, nullptr, 0, &DisconnectEvents::callback, &b_disconnects,
                                  &Completion::on_request, &accepted),
               STATUS_PENDING);
@@ -299,11 +304,11 @@ TEST_F(ConnectionTest, PortsInUseAndWildcards) {
   Listener* second = nullptr;
   ASSERT_EQ(adapter().NdkCreateListener(&ListenerEvents::callback, &events, nullptr, nullptr, &second), STATUS_SUCCESS);
   const sockaddr_in same = with_port(b.ip(), kPort);
-  EXPECT_EQ(second->NdkListen(sa(same), sizeof same, nullptr, nullptr), STATUS_ADDRESS_ALREADY_EXISTS);
+  EXPECT_EQ(second->NdkListen(sa(same), sizeof same, nullptr, nullptr), STATUS_SHARING_VIOLATION);
   sockaddr_in any{};
   any.sin_family = AF_INET;
   any.sin_port = htons(kPort);
-  EXPECT_EQ(second->NdkListen(sa(any), sizeof any, nullptr, nullptr), STATUS_ADDRESS_ALREADY_EXISTS);
+  EXPECT_EQ(second->NdkListen(sa(any), sizeof any, nullptr, nullptr), STATUS_SHARING_VIOLATION);
   sockaddr_in elsewhere = with_port(b.ip(), kPort);
   elsewhere.sin_addr.s_addr = htonl(0xC6120063);  // 198.18.0.99: no port has it
   EXPECT_EQ(second->NdkListen(sa(elsewhere), sizeof elsewhere, nullptr, nullptr), STATUS_INVALID_ADDRESS);
