@@ -383,6 +383,11 @@ NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, Reque
   // ndkpi.md §9.6: mapping pins the pages, which fails for pages that are not there (cpu_access.h). Whether they
   // may be written is known only when NdkFastRegister gives the access, and it checks again then.
   if (const NTSTATUS s = status_of(check_cpu_access(first, length, CpuAccess::kRead)); s != STATUS_SUCCESS) return s;
+  // SGEs with a privileged token may name these pages until NdkReleaseLam (lam_registry.h); receives and READ sinks
+  // only if they may be written.
+  const bool writable = check_cpu_access(first, length, CpuAccess::kReadWrite) == CpuAccessCheck::kAccessible;
+  const uint64_t first_page = first - first % kPageSize;
+  lams_.add(first_page, first_page + pages * kPageSize, writable);  // accessible user memory: no wrap
   lam->AdapterContext = nullptr;
   lam->AdapterPageCount = static_cast<uint32_t>(pages);
   // The array runs past its declared bound into the consumer's buffer, as NDK's does.
@@ -391,6 +396,15 @@ NTSTATUS AdapterImpl::NdkBuildLam(const void* address, std::size_t length, Reque
   *lam_size = needed;
   *fbo = static_cast<uint32_t>(first % kPageSize);
   return STATUS_SUCCESS;
+}
+
+// The LAM's own pages name the range it mapped (a consumer's LAM that does not match one is ignored).
+void AdapterImpl::NdkReleaseLam(NdkLogicalAddressMapping* lam) {
+  if (lam == nullptr || lam->AdapterPageCount == 0) return;
+  const uint64_t first_page = lam->AdapterPageArray[0];
+  const uint64_t length = uint64_t{lam->AdapterPageCount} * kPageSize;
+  if (first_page + length < first_page) return;
+  (void)lams_.remove(first_page, first_page + length);
 }
 
 NTSTATUS AdapterImpl::NdkCreateListener(ConnectEventCallback connect_event, void* connect_event_context,

@@ -53,6 +53,17 @@ void PdImpl::NdkGetPrivilegedMemoryRegionToken(uint32_t* token) {
   *token = current;
 }
 
+NTSTATUS PdImpl::check_privileged_sges(const NdkSge* sgl, uint32_t count, bool engines_write) const {
+  const uint32_t privileged = privileged_token_.load(std::memory_order_acquire);
+  if (privileged == 0) return STATUS_SUCCESS;  // never asked for: no SGE can carry it
+  for (uint32_t i = 0; i < count; ++i) {
+    const NdkSge& s = sgl[i];
+    if (s.MemoryRegionToken != privileged || s.Length == 0) continue;
+    if (!adapter_.lams().covers(sge_address(s), s.Length, engines_write)) return STATUS_ACCESS_VIOLATION;
+  }
+  return STATUS_SUCCESS;
+}
+
 NTSTATUS PdImpl::NdkCreateMr(bool fast_register, CreateCompletion completion, void* request_context, Mr** mr) {
   return adapter_.create(*this, completion, request_context, mr, [this, fast_register]() -> std::pair<NTSTATUS, Mr*> {
     return {STATUS_SUCCESS, new MrImpl(*this, fast_register)};

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "api/completion_slices.h"
+#include "api/lam_registry.h"
 #include "api/ndk.h"
 #include "api/notifier.h"
 #include "dataplane/dataplane.h"
@@ -186,7 +187,7 @@ class AdapterImpl final : public Adapter, public Lifetime {
                              CreateCompletion completion, void* request_context, Listener** listener) override;
   NTSTATUS NdkBuildLam(const void* address, std::size_t length, RequestCompletion completion, void* request_context,
                        NdkLogicalAddressMapping* lam, uint32_t* lam_size, uint32_t* fbo) override;
-  void NdkReleaseLam(NdkLogicalAddressMapping*) override {}
+  void NdkReleaseLam(NdkLogicalAddressMapping* lam) override;
   [[nodiscard]] GroupAffinity UroceEngineAffinity(uint16_t engine) const override;
   [[nodiscard]] uint16_t UroceEngineCount() const override;
   void UroceWaitForNotifier() override { stack_->notifier().wait_idle(); }
@@ -201,6 +202,8 @@ class AdapterImpl final : public Adapter, public Lifetime {
   [[nodiscard]] ConnectionManager& connections() noexcept { return stack_->connections(); }
   [[nodiscard]] const NdkAdapterInfo& info() const noexcept { return stack_->info(); }
   [[nodiscard]] const config::Config& config() const noexcept { return stack_->config(); }
+  // What SGEs with a privileged token may name (lam_registry.h).
+  [[nodiscard]] const LamRegistry& lams() const noexcept { return lams_; }
   uint32_t next_pd_id() noexcept { return stack_->next_pd_id(); }
   // Counts CQs and SRQs against the notifier queue's capacity.
   bool reserve_notifiable() noexcept { return stack_->reserve_notifiable(); }
@@ -224,6 +227,7 @@ class AdapterImpl final : public Adapter, public Lifetime {
   void last_reference_gone() noexcept override { unreferenced_.store(true, std::memory_order_release); }
 
   std::shared_ptr<Stack> stack_;
+  LamRegistry lams_;
   bool asked_to_stop_polling_ = false;  // UroceStopPolling (consumer threads; under the Stack's adapters_mutex_)
   std::atomic<bool> unreferenced_{false};
   std::array<std::atomic<uint32_t>, NdkObjectTypeSrq + 1> live_{};  // by NdkObjectType
@@ -340,6 +344,9 @@ class PdImpl final : public Pd, public Lifetime {
 
   [[nodiscard]] AdapterImpl& adapter() noexcept { return adapter_; }
   [[nodiscard]] uint32_t id() const noexcept { return id_; }
+  // Posting threads: STATUS_ACCESS_VIOLATION if an SGE carrying this PD's privileged token names memory no live
+  // NdkBuildLam mapping covers (writable ones where the engines will write), else STATUS_SUCCESS.
+  [[nodiscard]] NTSTATUS check_privileged_sges(const NdkSge* sgl, uint32_t count, bool engines_write) const;
 
  private:
   NTSTATUS create_qp(CqImpl& receive_cq, CqImpl& initiator_cq, SrqImpl* srq, void* qp_context, const QpShape& shape,

@@ -336,6 +336,11 @@ NTSTATUS QpImpl::post_transfer(proto::WorkOp op, void* context, const NdkSge* sg
   }
   if (total > kMaxTransferLength) return fail_send(STATUS_INVALID_PARAMETER);
   if (is_inline && total > shape_.inline_size) return fail_send(STATUS_INVALID_PARAMETER);
+  if (!is_inline) {  // a READ's SGEs are its sink: the engine writes them
+    if (const NTSTATUS s = pd_.check_privileged_sges(sgl, sge_count, op == proto::WorkOp::kRdmaRead);
+        s != STATUS_SUCCESS)
+      return fail_send(s);
+  }
 
   proto::SendWqe& w = next_send_slot(context, op, flags);
   w.length = static_cast<uint32_t>(total);
@@ -499,6 +504,7 @@ NTSTATUS QpImpl::NdkReceive(void* request_context, const NdkSge* sgl, uint32_t s
   uint64_t total = 0;
   for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;
   if (total > kMaxTransferLength) return STATUS_INVALID_PARAMETER;
+  if (const NTSTATUS s = pd_.check_privileged_sges(sgl, sge_count, true); s != STATUS_SUCCESS) return s;
   if (rq_written_ - rq_->consumer_head() >= shape_.receive_depth) return STATUS_INSUFFICIENT_RESOURCES;
   proto::RecvWqe& r = rq_->slot(rq_written_);
   r.context = reinterpret_cast<uintptr_t>(request_context);

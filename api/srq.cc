@@ -103,6 +103,7 @@ NTSTATUS SrqImpl::NdkSrqReceive(void* request_context, const NdkSge* sgl, uint32
   uint64_t total = 0;
   for (uint32_t i = 0; i < sge_count; ++i) total += sgl[i].Length;
   if (total > kMaxTransferLength) return STATUS_INVALID_PARAMETER;
+  if (const NTSTATUS s = pd_.check_privileged_sges(sgl, sge_count, true); s != STATUS_SUCCESS) return s;
   // Acquire: a depth NdkModifySrq grew comes with the ring it made (grown_), adopted here before it is needed.
   const uint32_t depth = depth_.load(std::memory_order_acquire);
   if (dataplane::ReceiveQueue* grown = grown_.exchange(nullptr, std::memory_order_acquire)) [[unlikely]] {

@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "api/provider.h"
 #include "api/tests/api_players.h"
 
@@ -495,6 +497,78 @@ TEST_F(ContractRows, ALamAndThePrivilegedTokenReachUnregisteredMemoryLocallyOnly
   EXPECT_EQ(raw, before);
   adapter().NdkReleaseLam(lam);
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
+// ndkpi.md §9.3 with §9.1: the privileged token's LogicalAddresses come from NdkBuildLam. An SGE carrying it must lie
+// inside a buffer a live LAM mapped, and inside a writable one where the engine writes (a receive, a READ's sink):
+// anything else would have an engine touch memory that is not there, or not writable, and crash the process. Such a
+// post fails with STATUS_ACCESS_VIOLATION and queues nothing.
+TEST_F(ContractRows, APrivilegedSgeMustLieInsideALiveLam) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  const std::size_t page = 4096;
+  void* const writable = mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(writable, MAP_FAILED);
+  auto* const bytes = static_cast<uint8_t*>(writable);
+  std::memset(bytes, 0x33, 3 * page);
+  void* const read_only = mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(read_only, MAP_FAILED);
+
+  // LAMs over the first two of the three writable pages and over the read-only page.
+  std::vector<uint64_t> storage(64);
+  auto* lam = reinterpret_cast<NdkLogicalAddressMapping*>(storage.data());
+  std::vector<uint64_t> storage_ro(64);
+  auto* lam_ro = reinterpret_cast<NdkLogicalAddressMapping*>(storage_ro.data());
+  uint32_t lam_size = static_cast<uint32_t>(storage.size() * sizeof(uint64_t));
+  uint32_t fbo = 0;
+  ASSERT_EQ(adapter().NdkBuildLam(bytes, 2 * page, nullptr, nullptr, lam, &lam_size, &fbo), STATUS_SUCCESS);
+  lam_size = static_cast<uint32_t>(storage_ro.size() * sizeof(uint64_t));
+  ASSERT_EQ(adapter().NdkBuildLam(read_only, page, nullptr, nullptr, lam_ro, &lam_size, &fbo), STATUS_SUCCESS);
+  uint32_t privileged = 0;
+  b->pd->NdkGetPrivilegedMemoryRegionToken(&privileged);
+  const auto sge = [&](const void* address, std::size_t length) {
+    NdkSge s;
+    s.LogicalAddress = reinterpret_cast<uint64_t>(address);
+    s.Length = static_cast<uint32_t>(length);
+    s.MemoryRegionToken = privileged;
+    return s;
+  };
+
+  NdkSge s = sge(bytes + page + 100, 2 * page - 200);  // into the third page, which no LAM maps
+  EXPECT_EQ(b->qp->NdkSend(nullptr, &s, 1, 0), STATUS_ACCESS_VIOLATION);
+  s = sge(reinterpret_cast<void*>(0x10000), 64);  // never mapped
+  EXPECT_EQ(b->qp->NdkWrite(nullptr, &s, 1, a->address(), a->token(), 0), STATUS_ACCESS_VIOLATION);
+  s = sge(read_only, 64);
+  EXPECT_EQ(b->qp->NdkReceive(nullptr, &s, 1), STATUS_ACCESS_VIOLATION) << "the engine would write a read-only page";
+  const NdkSge sink = s;
+  EXPECT_EQ(b->qp->NdkRead(nullptr, &sink, 1, a->address(), a->token(), 0), STATUS_ACCESS_VIOLATION);
+  EXPECT_EQ(b->qp->NdkWrite(reinterpret_cast<void*>(1), &s, 1, a->address(), a->token(), 0), STATUS_SUCCESS)
+      << "a read-only page is a fine source";
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+
+  // Inside the writable LAM: SEND from it and receive into it, across its two pages.
+  ASSERT_EQ(a->receive(0, 3000, 2), STATUS_SUCCESS);
+  s = sge(bytes + page - 1000, 3000);
+  ASSERT_EQ(b->qp->NdkSend(reinterpret_cast<void*>(3), &s, 1, 0), STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(a->buffer, bytes + page - 1000, 3000), 0);
+  ASSERT_EQ(b->qp->NdkReceive(reinterpret_cast<void*>(4), &s, 1), STATUS_SUCCESS);
+  a->fill(8192, 3000, 9);
+  ASSERT_EQ(a->send(8192, 3000, 5), STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(b->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(bytes + page - 1000, a->buffer + 8192, 3000), 0);
+
+  // Released: the buffer is no longer the privileged token's.
+  adapter().NdkReleaseLam(lam);
+  adapter().NdkReleaseLam(lam_ro);
+  EXPECT_EQ(b->qp->NdkSend(nullptr, &s, 1, 0), STATUS_ACCESS_VIOLATION);
+  s = sge(read_only, 64);
+  EXPECT_EQ(b->qp->NdkSend(nullptr, &s, 1, 0), STATUS_ACCESS_VIOLATION);
+  munmap(writable, 3 * page);
+  munmap(read_only, page);
 }
 
 // L7 (ndkpi.md §8): the provider does not touch an object after initiating its completion. Each create here runs
