@@ -326,6 +326,13 @@ class MemoryTable {
     if (!read_index(index_of(token), r, sequence) || r.token != token) return std::nullopt;
     return r;
   }
+  // The same for slot `index`, whatever token it holds now.
+  [[nodiscard]] std::optional<MemoryRegion> read_slot_at(uint32_t index) const noexcept {
+    MemoryRegion r;
+    uint32_t sequence;
+    if (!read_index(index, r, sequence)) return std::nullopt;
+    return r;
+  }
 
  private:
   // resolve()'s cache miss, out of line and reached by a tail call: the slot copy it makes needs registers that

@@ -323,10 +323,16 @@ proto::CompletionStatus RcQueuePair::execute_local(const proto::SendWqe& w) {
   MemoryTable& memory = table();
   const proto::MemoryOperation& m = w.memory;
   switch (w.op) {
-    case proto::WorkOp::kFastRegister:
-      return memory.fast_register(m.token, m.addr, m.length, m.access, setup_.pd, m.page_list)
-                 ? proto::CompletionStatus::kSuccess
-                 : proto::CompletionStatus::kLocalQpOperationError;
+    case proto::WorkOp::kFastRegister: {
+      if (memory.fast_register(m.token, m.addr, m.length, m.access, setup_.pd, m.page_list))
+        return proto::CompletionStatus::kSuccess;
+      // Onto a registration still valid (IBTA: a fast register needs a free MR), it fails. The poster has moved the
+      // MR's key on, so no invalidation could name the old key any more: it ends here, as an invalidation ends it.
+      const std::optional<MemoryRegion> current = memory.read_slot_at(MemoryTable::index_of(m.token));
+      if (current && current->valid && current->kind == MemoryKind::kFastRegisterRegion && current->token != m.token)
+        (void)invalidate_and_wait(current->token);
+      return proto::CompletionStatus::kLocalQpOperationError;
+    }
     case proto::WorkOp::kLocalInvalidate:
       return invalidate_and_wait(m.token) ? proto::CompletionStatus::kSuccess
                                           : proto::CompletionStatus::kLocalQpOperationError;

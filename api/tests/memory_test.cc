@@ -494,6 +494,27 @@ TEST_F(Memory, InvalidatingAFastRegisterMrEndsTheWindowsBoundToIt) {
   EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
 }
 
+// A fast register onto an MR whose registration is still valid fails (IBTA: it needs a free MR; the consumer
+// invalidates first), and the QP with it. The post has already moved the MR's token on, so neither NdkInvalidate
+// nor the peer could end the old registration any more: the failure ends it, and the old token reaches nothing.
+TEST_F(Memory, AFastRegisterOntoAValidRegistrationFailsAndEndsIt) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  Mr* mr = fast_register(*b, 65536, 2, NDK_OP_FLAG_ALLOW_REMOTE_WRITE | NDK_OP_FLAG_ALLOW_REMOTE_READ, 1);
+  ASSERT_EQ(b->result().Status, STATUS_SUCCESS);
+  const uint32_t old_token = mr->NdkGetRemoteTokenFromMr();
+  const std::array<NdkLogicalAddress, 2> pages{b->address(65536), b->address(65536 + kPageSize)};
+  ASSERT_EQ(b->qp->NdkFastRegister(reinterpret_cast<void*>(2), mr, 2, pages.data(), 0, 2 * kPageSize, b->buffer + 65536,
+                                   NDK_OP_FLAG_ALLOW_REMOTE_WRITE),
+            STATUS_SUCCESS);
+  EXPECT_NE(b->result().Status, STATUS_SUCCESS);
+  const std::optional<dataplane::MemoryRegion> old =
+      static_cast<detail::AdapterImpl&>(adapter()).transport().memory().read_slot(old_token);
+  EXPECT_TRUE(!old || !old->valid) << "the registration the failed fast register found still serves its old token";
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+}
+
 class SharedReceiveQueue : public ApiTest {};
 
 // Review row E5 (ndkpi.md §9.5): NdkCreateSrq's NotifyThreshold arms the limit as NdkModifySrq's does. Created
