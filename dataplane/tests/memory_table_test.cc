@@ -126,102 +126,86 @@ TEST_F(PagedRegion, FourListsWaitAtOnceAndARetiredOneIsTakenAgain) {
   EXPECT_EQ(table_.stage_pages(7 << 8 | 1, pages_.data(), 4, 40), 0) << "a slot without a page map";
 }
 
+// A table with a registered region in slot 1 (local write, over `memory_`) and a free slot 2 of `kind` (a window,
+// or a fast-register region), both of kPd.
+class OneRegion : public ::testing::Test {
+ protected:
+  void SetUp() override { set_up(MemoryKind::kWindow); }
+  void set_up(MemoryKind second_kind) {
+    MemoryRegion region;
+    region.addr = base_;
+    region.length = sizeof memory_;
+    region.access = proto::kAccessLocalWrite;
+    region.pd = kPd;
+    region.token = kRegion;
+    table_.insert(region);
+    MemoryRegion free;
+    free.pd = kPd;
+    free.token = 2u << 8 | 1;
+    free.kind = second_kind;
+    free.valid = false;
+    table_.insert(free);
+  }
+  static constexpr uint32_t kRegion = 1u << 8 | 1;
+  MemoryTable table_{8};
+  alignas(64) uint8_t memory_[4096] = {};
+  const uint64_t base_ = reinterpret_cast<uint64_t>(memory_);
+};
+using MemoryWindow = OneRegion;
+
 // A type-2 window serves only the QP it was bound through (IBTA 10.6.7.2; rocev2.md §5): another QP of the same
 // PD can neither reach the memory with its key nor invalidate it with a Send with Invalidate.
-TEST(MemoryWindow, ServesOnlyTheQueuePairItWasBoundThrough) {
-  MemoryTable table(8);
-  static uint8_t memory[4096];
-  const auto base = reinterpret_cast<uint64_t>(memory);
-  MemoryRegion region;
-  region.addr = base;
-  region.length = sizeof memory;
-  region.access = proto::kAccessLocalWrite;
-  region.pd = kPd;
-  region.token = 1u << 8 | 1;
-  table.insert(region);
-  MemoryRegion window;
-  window.pd = kPd;
-  window.token = 2u << 8 | 1;
-  window.kind = MemoryKind::kWindow;
-  window.valid = false;
-  table.insert(window);
+TEST_F(MemoryWindow, ServesOnlyTheQueuePairItWasBoundThrough) {
   const uint32_t key = 2u << 8 | 2;
-  ASSERT_TRUE(table.bind_window(key, region.token, base + 64, 128, proto::kAccessRemoteWrite, kQp));
+  ASSERT_TRUE(table_.bind_window(key, kRegion, base_ + 64, 128, proto::kAccessRemoteWrite, kQp));
 
   const Requester other{kPd, kQp.qpn + 1};
-  EXPECT_EQ(table.resolve(key, base + 64, 128, proto::kAccessRemoteWrite, kQp), memory + 64);
-  EXPECT_EQ(table.resolve(key, base + 64, 128, proto::kAccessRemoteWrite, other), nullptr);
-  EXPECT_FALSE(table.grants(key, base + 64, 8, proto::kAccessRemoteWrite, other, false));
+  EXPECT_EQ(table_.resolve(key, base_ + 64, 128, proto::kAccessRemoteWrite, kQp), memory_ + 64);
+  EXPECT_EQ(table_.resolve(key, base_ + 64, 128, proto::kAccessRemoteWrite, other), nullptr);
+  EXPECT_FALSE(table_.grants(key, base_ + 64, 8, proto::kAccessRemoteWrite, other, false));
   uint8_t bytes[8] = {};
-  EXPECT_FALSE(table.copy(key, base + 64, bytes, 8, proto::kAccessRemoteWrite, other, false, true));
-  EXPECT_FALSE(table.invalidate_remote(key, other));
-  EXPECT_NE(table.resolve(key, base + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "still valid";
-  EXPECT_TRUE(table.invalidate_remote(key, kQp));
-  EXPECT_EQ(table.resolve(key, base + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr);
+  EXPECT_FALSE(table_.copy(key, base_ + 64, bytes, 8, proto::kAccessRemoteWrite, other, false, true));
+  EXPECT_FALSE(table_.invalidate_remote(key, other));
+  EXPECT_NE(table_.resolve(key, base_ + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "still valid";
+  EXPECT_TRUE(table_.invalidate_remote(key, kQp));
+  EXPECT_EQ(table_.resolve(key, base_ + 64, 8, proto::kAccessRemoteWrite, kQp), nullptr);
 }
 
 // A bind onto a window that is still bound fails (IBTA 10.6.7.2: a type-2 window is bound only while free), and the
 // binding it found ends with it: the poster has already moved the window's key on, so no invalidation could name the
 // old key any more, and the old MR may go away with nothing left to end the window.
-TEST(MemoryWindow, ABindOntoAWindowStillBoundFailsAndEndsTheOldBinding) {
-  MemoryTable table(8);
-  static uint8_t memory[4096];
-  const auto base = reinterpret_cast<uint64_t>(memory);
-  MemoryRegion region;
-  region.addr = base;
-  region.length = sizeof memory;
-  region.access = proto::kAccessLocalWrite;
-  region.pd = kPd;
-  region.token = 1u << 8 | 1;
-  table.insert(region);
-  MemoryRegion window;
-  window.pd = kPd;
-  window.token = 2u << 8 | 1;
-  window.kind = MemoryKind::kWindow;
-  window.valid = false;
-  table.insert(window);
+TEST_F(MemoryWindow, ABindOntoAWindowStillBoundFailsAndEndsTheOldBinding) {
   const uint32_t first = 2u << 8 | 2;
-  ASSERT_TRUE(table.bind_window(first, region.token, base, 128, proto::kAccessRemoteWrite, kQp));
-  ASSERT_EQ(table.resolve(first, base, 8, proto::kAccessRemoteWrite, kQp), memory);
+  ASSERT_TRUE(table_.bind_window(first, kRegion, base_, 128, proto::kAccessRemoteWrite, kQp));
+  ASSERT_EQ(table_.resolve(first, base_, 8, proto::kAccessRemoteWrite, kQp), memory_);
 
   const uint32_t second = 2u << 8 | 3;
-  EXPECT_FALSE(table.bind_window(second, region.token, base + 1024, 128, proto::kAccessRemoteWrite, kQp));
-  EXPECT_EQ(table.resolve(first, base, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "the old binding ended";
-  EXPECT_EQ(table.resolve(second, base + 1024, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "nothing new bound";
+  EXPECT_FALSE(table_.bind_window(second, kRegion, base_ + 1024, 128, proto::kAccessRemoteWrite, kQp));
+  EXPECT_EQ(table_.resolve(first, base_, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "the old binding ended";
+  EXPECT_EQ(table_.resolve(second, base_ + 1024, 8, proto::kAccessRemoteWrite, kQp), nullptr) << "nothing new bound";
   // Free again: the next bind takes it.
-  EXPECT_TRUE(table.bind_window(second, region.token, base + 1024, 128, proto::kAccessRemoteWrite, kQp));
-  EXPECT_EQ(table.resolve(second, base + 1024, 8, proto::kAccessRemoteWrite, kQp), memory + 1024);
+  EXPECT_TRUE(table_.bind_window(second, kRegion, base_ + 1024, 128, proto::kAccessRemoteWrite, kQp));
+  EXPECT_EQ(table_.resolve(second, base_ + 1024, 8, proto::kAccessRemoteWrite, kQp), memory_ + 1024);
 }
 
 // Zero-copy TX pins only registered regions: a fast-register region's invalidation completes without waiting for
 // mbufs still pointing into its pages (only a deregistration waits for them), so its bytes are always copied.
-TEST(ZeroCopyPins, OnlyRegisteredRegionsArePinned) {
-  MemoryTable table(8);
-  static uint8_t memory[4096];
-  const auto base = reinterpret_cast<uint64_t>(memory);
-  MemoryRegion registered;
-  registered.addr = base;
-  registered.length = sizeof memory;
-  registered.access = proto::kAccessLocalWrite;
-  registered.pd = kPd;
-  registered.token = 1u << 8 | 1;
-  table.insert(registered);
-  MemoryRegion reserved;
-  reserved.pd = kPd;
-  reserved.token = 2u << 8 | 1;
-  reserved.kind = MemoryKind::kFastRegisterRegion;
-  reserved.valid = false;
-  table.insert(reserved);
-  const uint32_t fast = 2u << 8 | 2;
-  ASSERT_TRUE(table.fast_register(fast, base, sizeof memory, proto::kAccessLocalWrite, kPd));
-  ASSERT_NE(table.resolve(fast, base, 64, 0, kQp, true), nullptr);
+class ZeroCopyPins : public OneRegion {
+ protected:
+  void SetUp() override { set_up(MemoryKind::kFastRegisterRegion); }
+};
 
-  std::atomic<uint32_t>* pins = table.pin_for_tx(registered.token, base, 64);
+TEST_F(ZeroCopyPins, OnlyRegisteredRegionsArePinned) {
+  const uint32_t fast = 2u << 8 | 2;
+  ASSERT_TRUE(table_.fast_register(fast, base_, sizeof memory_, proto::kAccessLocalWrite, kPd));
+  ASSERT_NE(table_.resolve(fast, base_, 64, 0, kQp, true), nullptr);
+
+  std::atomic<uint32_t>* pins = table_.pin_for_tx(kRegion, base_, 64);
   ASSERT_NE(pins, nullptr);
-  EXPECT_EQ(table.tx_pins(registered.token), 1u);
+  EXPECT_EQ(table_.tx_pins(kRegion), 1u);
   MemoryTable::unpin_tx(pins);
-  EXPECT_EQ(table.pin_for_tx(fast, base, 64), nullptr);
-  EXPECT_EQ(table.tx_pins(fast), 0u);
+  EXPECT_EQ(table_.pin_for_tx(fast, base_, 64), nullptr);
+  EXPECT_EQ(table_.tx_pins(fast), 0u);
 }
 
 }  // namespace
