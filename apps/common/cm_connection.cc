@@ -89,11 +89,16 @@ Connector* connect_qp(Adapter& adapter, Qp& qp, const sockaddr_storage& source, 
 
 NTSTATUS accept_qp(Connector& connector, Qp& qp, const CmConnectParams& params) {
   Request accepted;
-  return accepted.wait(
-      connector.NdkAccept(&qp, params.inbound_read_limit, params.outbound_read_limit, params.private_data.data(),
-                          static_cast<uint32_t>(params.private_data.size()), params.on_disconnect,
-                          params.disconnect_context, &Request::complete, &accepted),
-      params.timeout);
+  const NTSTATUS s =
+      accepted.wait(connector.NdkAccept(&qp, params.inbound_read_limit, params.outbound_read_limit,
+                                        params.private_data.data(), static_cast<uint32_t>(params.private_data.size()),
+                                        params.on_disconnect, params.disconnect_context, &Request::complete, &accepted),
+                    params.timeout);
+  // A timed-out accept is still pending, and its completion writes `accepted`: the close cancels it (ndkpi.md
+  // §10.3: the cancellation completes before the close does) while `accepted` still exists. A peer that sends the
+  // REQ and never the RTU keeps the REP retransmitted for longer than any step's timeout.
+  if (s != STATUS_SUCCESS) connector.NdkCloseConnector(nullptr, nullptr);
+  return s;
 }
 
 NTSTATUS disconnect_and_close(Connector* connector, std::chrono::milliseconds timeout) {

@@ -54,7 +54,8 @@ struct CmConnectParams {
                                          const sockaddr_storage& destination, const CmConnectParams& params,
                                          std::string& error);
 
-// NdkAccept on an incoming connector, waiting until the peer confirmed (its RTU or first packet).
+// NdkAccept on an incoming connector, waiting until the peer confirmed (its RTU or first packet). On failure the
+// connector is closed (its pending accept cancelled) before this returns: the caller must not close it again.
 [[nodiscard]] ndk::NTSTATUS accept_qp(ndk::Connector& connector, ndk::Qp& qp, const CmConnectParams& params);
 
 // NdkDisconnect (graceful, waiting for the peer's answer or the CM's timeout), then NdkCloseConnector. The status

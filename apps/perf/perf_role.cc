@@ -41,7 +41,9 @@ bool Role::agree() {
   if (!session_.exchange_versions(peer_version) || !session_.exchange_sys_data(cycle_buffer_, cache_line_) ||
       !session_.exchange_mtu(mtu_))
     return exchange_failed();
-  if (cycle_buffer_ == 0 || cycle_buffer_ > (64u << 20) || cache_line_ == 0 || cache_line_ > 4096 ||
+  // perftest announces its page size as the cycle buffer; each QP gets two regions at least that large, so a peer's
+  // large value alone would make us allocate and register 2 x value x QPs.
+  if (cycle_buffer_ == 0 || cycle_buffer_ > (1u << 20) || cache_line_ == 0 || cache_line_ > 4096 ||
       (cache_line_ & (cache_line_ - 1)) != 0)
     return fail("the peer announced an unusable cycle buffer or cache line size");
   return true;
@@ -123,10 +125,8 @@ bool Role::connect_through_cm() {
     }
     Connector* incoming = side_.cm_listener->next(CmClock::now() + step_timeout());
     if (incoming == nullptr) return fail("the client did not ask to connect its test QPs in time");
-    if (const NTSTATUS s = accept_qp(*incoming, *q.qp, params); s != STATUS_SUCCESS) {
-      incoming->NdkCloseConnector(nullptr, nullptr);
-      return ok(s, "accepting a test QP's connection");
-    }
+    if (const NTSTATUS s = accept_qp(*incoming, *q.qp, params); s != STATUS_SUCCESS)
+      return ok(s, "accepting a test QP's connection");  // accept_qp closed the connector
     q.connector = incoming;
   }
   if (!session_.hand_shake(none, ignored)) return exchange_failed();

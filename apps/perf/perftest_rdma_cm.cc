@@ -54,8 +54,7 @@ std::unique_ptr<RdmaCmExchange> RdmaCmExchange::accept(Adapter& adapter, CmListe
   }
   CmConnectParams params;
   params.timeout = timeout;
-  if (const NTSTATUS s = accept_qp(*incoming, *x->qp_, params); s != STATUS_SUCCESS) {
-    incoming->NdkCloseConnector(nullptr, nullptr);
+  if (const NTSTATUS s = accept_qp(*incoming, *x->qp_, params); s != STATUS_SUCCESS) {  // it closed the connector
     error = std::string("accepting the exchange's connection: ") + NdkStatusName(s);
     return nullptr;
   }

@@ -402,7 +402,9 @@ int ping_server(Ping& ping, const Options& o) {
     if (!ping.wait_for(NdkOperationTypeReceive, error)) return fail("wait for RDMA_WRITE_COMPLETE: " + error);
     if (o.validate && std::memcmp(ping.start_buf(), ping.rdma_buf(), static_cast<std::size_t>(o.size)) != 0)
       return fail("data mismatch!");
-    if (o.verbose) std::printf("ping data: %s\n", ping.rdma_buf());
+    // Bounded: the server wrote rdma_buf, and may have left no terminating NUL in it (or anywhere after it).
+    if (o.verbose)
+      std::printf("ping data: %.*s\n", static_cast<int>(strnlen(ping.rdma_buf(), o.size)), ping.rdma_buf());
     std::fflush(stdout);
   }
   return 0;
@@ -446,11 +448,9 @@ int serve_once(Adapter& adapter, const Options& o, Incoming& incoming) {
   const NTSTATUS s = apps::accept_qp(*connector, *ping.qp(), connect_params(o, ping));
   int status = s == STATUS_SUCCESS ? serve(ping, o) : fail("connect error " + text(s));
   incoming.served();
-  if (s == STATUS_SUCCESS) {
+  if (s == STATUS_SUCCESS) {  // a failed accept_qp closed the connector
     const NTSTATUS d = apps::disconnect_and_close(connector, std::chrono::seconds(o.timeout_s));
     if (d != STATUS_SUCCESS && status == 0) status = fail("disconnect: " + text(d));
-  } else {
-    connector->NdkCloseConnector(nullptr, nullptr);
   }
   return status;
 }
