@@ -30,6 +30,24 @@ constexpr Shortcut kShortcuts[] = {
     {"--capture", "capture.pcapng_path", false, false},
 };
 
+// `value` as one YAML double-quoted scalar: a shortcut's value is a string whatever it holds ('#', ': ', '[').
+std::string yaml_quoted(std::string_view value) {
+  std::string out = "\"";
+  for (const char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+      out += escaped;
+    } else {
+      out += c;
+    }
+  }
+  return out += '"';
+}
+
 }  // namespace
 
 const char* const kConfigOptionsHelp =
@@ -76,6 +94,10 @@ std::optional<ConfigOptions> take_config_options(int& argc, char** argv, const c
       value = argv[++i];
     }
     if (name == "--config") {
+      if (value.empty()) {  // e.g. an unset variable: never the embedded default in its place
+        std::fprintf(stderr, "%s: --config needs a file name, got an empty one\n", tool);
+        return std::nullopt;
+      }
       options.path = value;
     } else if (name == "--port") {
       options.port = value;
@@ -88,7 +110,8 @@ std::optional<ConfigOptions> take_config_options(int& argc, char** argv, const c
       }
       options.settings.push_back({false, {std::string(value.substr(0, eq)), std::string(value.substr(eq + 1))}});
     } else {
-      std::string text = shortcut->as_list ? std::string("[").append(value).append("]") : std::string(value);
+      std::string text = yaml_quoted(value);
+      if (shortcut->as_list) text = std::string("[").append(text).append("]");  // append: GCC 12's -Wrestrict
       options.settings.push_back({shortcut->on_port, {std::string(shortcut->key), std::move(text)}});
     }
   }

@@ -36,6 +36,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
 #include <random>
 #include <string>
@@ -281,7 +282,11 @@ class Endpoint {
 
   std::string open(Adapter& adapter, uint32_t size, uint32_t rx_depth) {
     size_ = size;
-    memory_.assign(2 * static_cast<std::size_t>(size) + 64, kFill);
+    try {
+      memory_.assign(2 * static_cast<std::size_t>(size) + 64, kFill);
+    } catch (const std::bad_alloc&) {
+      return "cannot allocate " + std::to_string(2 * std::size_t{size} + 64) + " bytes for -s " + std::to_string(size);
+    }
     const GroupAffinity affinity = adapter.UroceEngineAffinity(0);
     NTSTATUS s = adapter.NdkCreateCq(rx_depth + 16, nullptr, nullptr, &affinity, nullptr, nullptr, &cq_);
     if (s == STATUS_SUCCESS) s = adapter.NdkCreatePd(nullptr, nullptr, &pd_);

@@ -116,8 +116,15 @@ std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socke
   }
   if (const auto pid = greeting->find("pid"); pid != greeting->end() && unsigned_integer(*pid))
     client.pid_ = static_cast<long>(*unsigned_integer(*pid));
-  if (const auto len = greeting->find("max_output_len"); len != greeting->end() && unsigned_integer(*len))
+  // DPDK's default is 16 KiB; a read buffer beyond 64 MiB is no telemetry answer (and UINT64_MAX + 1 would wrap).
+  constexpr uint64_t kMaxOutputLength = uint64_t{64} << 20;
+  if (const auto len = greeting->find("max_output_len"); len != greeting->end() && unsigned_integer(*len)) {
+    if (*unsigned_integer(*len) == 0 || *unsigned_integer(*len) > kMaxOutputLength) {
+      error = "the telemetry greeting announces an unusable max_output_len: " + *greeting_text;
+      return std::nullopt;
+    }
     client.max_output_len_ = static_cast<std::size_t>(*unsigned_integer(*len));
+  }
   return client;
 }
 

@@ -38,7 +38,7 @@ TEST(ToolSetup, TakesItsOptionsAndLeavesTheToolsInOrder) {
   ASSERT_EQ(options->settings.size(), 3u);
   EXPECT_TRUE(options->settings[0].on_port);
   EXPECT_EQ(options->settings[0].override.key, "addresses");
-  EXPECT_EQ(options->settings[0].override.value, "[198.18.0.9/24]");
+  EXPECT_EQ(options->settings[0].override.value, "[\"198.18.0.9/24\"]");
   EXPECT_FALSE(options->settings[1].on_port);
   EXPECT_EQ(options->settings[1].override.key, "rdma.path_mtu");
   EXPECT_EQ(options->settings[1].override.value, "1024");
@@ -52,6 +52,10 @@ TEST(ToolSetup, MissingOrMalformedValuesAreErrors) {
   EXPECT_FALSE(take_config_options(no_equals.argc, no_equals.pointers.data(), "tool"));
   Argv no_key({"tool", "--set", "=3"});
   EXPECT_FALSE(take_config_options(no_key.argc, no_key.pointers.data(), "tool"));
+  Argv empty_config({"tool", "--config="});  // an unset $CFG: an error, not the embedded default
+  EXPECT_FALSE(take_config_options(empty_config.argc, empty_config.pointers.data(), "tool"));
+  Argv empty_config_apart({"tool", "--config", ""});
+  EXPECT_FALSE(take_config_options(empty_config_apart.argc, empty_config_apart.pointers.data(), "tool"));
 }
 
 TEST(ToolSetup, OverridesApplyToTheChosenPortAndOnePortToolsKeepOnlyIt) {
@@ -73,6 +77,17 @@ TEST(ToolSetup, OverridesApplyToTheChosenPortAndOnePortToolsKeepOnlyIt) {
   ASSERT_TRUE(both);
   EXPECT_EQ(both->config.ports.size(), 2u);
   EXPECT_EQ(both->port, 1u);
+}
+
+// A shortcut's value is a string, whatever YAML would make of it unquoted: '#' starts no comment, ': ' makes no map.
+TEST(ToolSetup, ShortcutValuesAreTakenLiterally) {
+  Argv a({"tool", "--capture", "/tmp/run #1.pcapng", "--device", "net_null0,a: \"b\""});
+  const auto options = take_config_options(a.argc, a.pointers.data(), "tool");
+  ASSERT_TRUE(options);
+  const auto loaded = load_tool_config(*options, true, "tool");
+  ASSERT_TRUE(loaded);
+  EXPECT_EQ(loaded->config.capture.pcapng_path, "/tmp/run #1.pcapng");
+  EXPECT_EQ(loaded->config.ports[0].device, "net_null0,a: \"b\"");
 }
 
 TEST(ToolSetup, BadOverridesAndUnknownPortsFailTheLoad) {
