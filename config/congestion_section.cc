@@ -8,8 +8,10 @@ namespace uroce::config::detail {
 namespace {
 
 constexpr uint64_t kU32Max = std::numeric_limits<uint32_t>::max();
-constexpr uint64_t kMaxRateMbps = 1'600'000;       // 1.6 Tb/s: beyond any Ethernet port
-constexpr uint64_t kMaxMicroseconds = 10'000'000;  // 10 s: every DCQCN clock is microseconds to milliseconds
+constexpr uint64_t kMaxRateMbps = 1'600'000;  // 1.6 Tb/s: beyond any Ethernet port
+// 4 s: every DCQCN clock is microseconds to milliseconds, and the transport keeps them in 32-bit nanoseconds.
+constexpr uint64_t kMaxMicroseconds = 4'000'000;
+static_assert(kMaxMicroseconds * 1000 <= kU32Max, "the *_us keys become uint32_t nanoseconds (rc_transport.cc)");
 
 constexpr std::array<Field<NotificationPointConfig>, 3> kNotificationPointFields = {{
     {"enabled", boolean<&NotificationPointConfig::enabled>()},

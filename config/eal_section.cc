@@ -92,8 +92,8 @@ constexpr std::array<Field<EalConfig>, 5> kEalFields = {{
        // It names a directory under /var/run/dpdk and is passed on a command line.
        auto v = r.text(node, key);
        if (!v) return;
-       if (v->find_first_of("/ \t") != std::string::npos) {
-         r.error(key, "must be a plain name (no '/' or spaces), got '" + *v + "'");
+       if (v->find_first_of("/ \t") != std::string::npos || *v == "." || *v == "..") {
+         r.error(key, "must be a plain name (no '/', spaces, '.' or '..'), got '" + *v + "'");
          return;
        }
        out.file_prefix = std::move(*v);

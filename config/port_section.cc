@@ -82,7 +82,20 @@ constexpr std::array<std::pair<std::string_view, Steering>, 3> kSteeringNames = 
     {{"auto", Steering::kAuto}, {"rte_flow", Steering::kRteFlow}, {"rss", Steering::kRss}}};
 
 constexpr std::array<Field<PortConfig>, 8> kPortFields = {{
-    {"name", text<&PortConfig::name>()},
+    {"name",
+     [](Reader& r, const YAML::Node& node, const std::string& key, PortConfig& out) {
+       auto v = r.text(node, key);
+       if (!v) return;
+       // --port NAME and --set ports[NAME].key select a port by this name, and an integer selects by index.
+       if (parse_integer(*v) || v->find_first_of(".[] \t") != std::string::npos) {
+         r.error(key,
+                 "must be a name that is not a number, without '.', '[', ']' or spaces (it selects the port in "
+                 "--port and --set), got '" +
+                     *v + "'");
+         return;
+       }
+       out.name = std::move(*v);
+     }},
     {"device",
      [](Reader& r, const YAML::Node& node, const std::string& key, PortConfig& out) {
        auto v = r.text(node, key);

@@ -109,6 +109,7 @@ static void set_congestion_control(proto::RcQpAttributes& attrs, const config::C
   attrs.slow_restart = congestion.slow_restart;
   const config::NotificationPointConfig& np = congestion.notification_point;
   attrs.notify_congestion = np.enabled;
+  // config/ caps the *_us keys at 4 s, so these products fit the 32-bit nanosecond fields.
   attrs.min_time_between_cnps_ns = np.min_time_between_cnps_us * 1000;
   attrs.cnp_traffic_class =
       static_cast<uint8_t>(np.cnp_dscp << 2 | (congestion.ecn ? proto::kEcnEct0 : proto::kEcnNotEct));

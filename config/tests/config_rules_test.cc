@@ -86,6 +86,12 @@ ports:
       {"EmptyPortName", one_port("name: '', device: net_null0, addresses: [198.18.0.1]"), "ports[0].name",
        "must not be empty, got ''"},
       {"MissingPortName", one_port("device: net_null0, addresses: [198.18.0.1]"), "ports[0].name", "is required"},
+      // An integer selects by index in --port and --set ports[...]: a port so named could never be selected.
+      {"NumericPortName", one_port("name: '1', device: net_null0, addresses: [198.18.0.1]"), "ports[0].name",
+       "must be a name that is not a number, without '.', '[', ']' or spaces (it selects the port in --port and "
+       "--set), got '1'"},
+      {"PortNameWithDot", one_port("name: a.b, device: net_null0, addresses: [198.18.0.1]"), "ports[0].name",
+       "must be a name that is not a number, without '.', '[', ']' or spaces"},
       {"MissingDevice", one_port("name: a, addresses: [198.18.0.1]"), "ports[0].device", "is required"},
       {"UnknownDeviceForm", one_port("name: a, device: eth0, addresses: [198.18.0.1]"), "ports[0].device",
        "must be a DPDK vdev 'net_<driver><n>[,args]', a PCI address like 0000:3b:00.0 or 3b:00.0, or "
@@ -181,7 +187,9 @@ ports:
       {"Hugepages", doc("eal: {hugepages: maybe}"), "eal.hugepages", "must be one of auto, on, off, got 'maybe'"},
       {"MemoryMb", doc("eal: {memory_mb: 10}"), "eal.memory_mb", "must be between 64 and 1048576, got 10"},
       {"FilePrefixSlash", doc("eal: {file_prefix: a/b}"), "eal.file_prefix",
-       "must be a plain name (no '/' or spaces), got 'a/b'"},
+       "must be a plain name (no '/', spaces, '.' or '..'), got 'a/b'"},
+      {"FilePrefixParent", doc("eal: {file_prefix: '..'}"), "eal.file_prefix",
+       "must be a plain name (no '/', spaces, '.' or '..'), got '..'"},
       {"ExtraArgsNotList", doc("eal: {extra_args: --foo}"), "eal.extra_args", "must be a list of strings, got '--foo'"},
       {"ExtraArgNotString", doc("eal: {extra_args: [[a]]}"), "eal.extra_args[0]", "must be a string, got a list"},
       // engine.
@@ -254,6 +262,12 @@ ports:
        "congestion.notification_point.cnp_dscp", "must be between 0 and 63, got 64"},
       {"CongestionUnknownKey", doc("congestion: {reaction_point: {rpg_ai_rate: 5}}"),
        "congestion.reaction_point.rpg_ai_rate", "unknown key 'rpg_ai_rate'"},
+      // Microseconds become 32-bit nanoseconds: 4294968 us used to wrap to 704 ns.
+      {"CongestionTimeResetWrapsNanoseconds", doc("congestion: {reaction_point: {time_reset_us: 4294968}}"),
+       "congestion.reaction_point.time_reset_us", "must be between 1 and 4000000, got 4294968"},
+      {"CongestionCnpIntervalWrapsNanoseconds",
+       doc("congestion: {notification_point: {min_time_between_cnps_us: 10000000}}"),
+       "congestion.notification_point.min_time_between_cnps_us", "must be between 0 and 4000000, got 10000000"},
       {"CongestionMinDecFacZero", doc("congestion: {reaction_point: {min_dec_fac: 0}}"),
        "congestion.reaction_point.min_dec_fac", "must be between 1 and 100, got 0"},
       {"CongestionGainAbove1024", doc("congestion: {reaction_point: {dce_tcp_g: 1025}}"),
