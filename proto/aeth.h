@@ -58,9 +58,10 @@ class AethSyndrome {
   [[nodiscard]] constexpr uint8_t raw() const noexcept { return raw_; }
   [[nodiscard]] constexpr AethKind kind() const noexcept { return static_cast<AethKind>((raw_ >> 5) & 3); }
   [[nodiscard]] constexpr uint8_t value() const noexcept { return raw_ & 0x1F; }
-  // A well-formed syndrome has bit 7 clear, is not the reserved kind, and a NAK code ≤ 4.
+  // A well-formed syndrome on RC has bit 7 clear, is not the reserved kind, and a NAK code ≤ 3: code 4 (Invalid RD
+  // Request) is Reliable Datagram's alone, and reserved on RC (rocev2.md §4.6).
   [[nodiscard]] constexpr bool valid() const noexcept {
-    return (raw_ & 0x80) == 0 && kind() != AethKind::kReserved && (kind() != AethKind::kNak || value() <= 4);
+    return (raw_ & 0x80) == 0 && kind() != AethKind::kReserved && (kind() != AethKind::kNak || value() <= 3);
   }
 
   // ACK only: advertised credits, or nullopt when the code says "invalid" (31).
@@ -84,6 +85,6 @@ static_assert(AethSyndrome::rnr_nak(14).raw() == 0x2E && AethSyndrome(0x2E).rnr_
 static_assert(AethSyndrome::ack_with_credits(100).credits() == 96u);
 static_assert(AethSyndrome::ack_with_credits(0).credits() == 0u);
 static_assert(AethSyndrome::ack_with_credits(1'000'000).credits() == 32768u);
-static_assert(!AethSyndrome(0x40).valid() && !AethSyndrome(0x65).valid() && AethSyndrome(0x64).valid());
+static_assert(!AethSyndrome(0x40).valid() && !AethSyndrome(0x64).valid() && AethSyndrome(0x63).valid());
 
 }  // namespace uroce::proto

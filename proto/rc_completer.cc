@@ -76,7 +76,9 @@ RcQp::AckResult RcQp::acknowledge_through(Psn psn) noexcept {
     if (!pr.started || is_before(psn, pr.first_psn)) break;
     const SendWqe& w = wqe(sq_oldest_);
     if (is_read_class(w.op)) {
-      result = AckResult::kLostResponse;
+      // Lost only if `psn` reaches a response not yet received: a NAK at the PSN of the response the READ waits for
+      // (psn = unacked - 1 here) acknowledges nothing new, and its own rule applies (rocev2.md §4.5, §4.9).
+      if (!is_before(psn, unacked_psn_)) result = AckResult::kLostResponse;
       break;
     }
     if (is_before(psn, pr.last_psn)) {  // part of a multi-packet message

@@ -38,7 +38,7 @@ TEST(AethSyndrome, EncodeDecodeRoundTripsEveryValidSyndrome) {
         break;
     }
   }
-  EXPECT_EQ(valid, 32 + 32 + 5);
+  EXPECT_EQ(valid, 32 + 32 + 4);  // ACKs, RNR NAKs, NAK codes 0-3 (4 is RD only)
 }
 
 TEST(AethSyndrome, CreditEncodingNeverOverstates) {

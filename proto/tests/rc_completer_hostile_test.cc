@@ -116,5 +116,30 @@ TEST(CompleterAeth, ReservedSyndromesAndNaksOnReadResponsesAreDropped) {
   EXPECT_EQ(net.a().send_completions.front().status, CompletionStatus::kSuccess);
 }
 
+// rocev2.md §4.5 and §4.9: a NAK at PSN n acknowledges only what lies before n. While a READ waits for its response at
+// n, the responses before n having arrived, a NAK at n acknowledges nothing new: it was taken for an implied NAK of a
+// lost response, and the READ was asked again for its tail while the NAK's own rule (here: a remote access error,
+// which fails the READ) went unheard. And NAK code 4 (Invalid RD Request) is Reliable Datagram's: on RC it is
+// reserved, dropped and counted like codes 5 to 31.
+TEST(CompleterNak, ANakAtTheResponseAReadWaitsForAppliesItsOwnRule) {
+  SimNetwork net(sim_attrs(1024));
+  Region& local = net.a().add_region(4096, kAll);
+  Region& remote = net.b().add_region(4096, kAll);
+  ASSERT_TRUE(net.a().post_send(rdma_wqe(WorkOp::kRdmaRead, local, 3 * 1024, remote, 1)));
+  net.a().qp.send(32);
+  ASSERT_EQ(take(net.a()).size(), 1u);  // the READ request: PSNs 0x100 to 0x102
+  deliver(net.a(), forged_read_response(Opcode::kRcRdmaReadResponseFirst, Psn{0x100}, 1024));
+  deliver(net.a(), forged_read_response(Opcode::kRcRdmaReadResponseMiddle, Psn{0x101}, 1024));
+  deliver(net.a(), forged_read_response(Opcode::kRcAcknowledge, Psn{0x102}, 0, 0x64));  // Invalid RD Request
+  EXPECT_EQ(net.a().qp.counters().req_invalid_aeth, 1u);
+  EXPECT_EQ(net.a().qp.state(), QpState::kReadyToSend);
+  EXPECT_TRUE(take(net.a()).empty()) << "nothing asked again";
+
+  deliver(net.a(), forged_read_response(Opcode::kRcAcknowledge, Psn{0x102}, 0, 0x62));  // remote access error
+  ASSERT_EQ(net.a().send_completions.size(), 1u);
+  EXPECT_EQ(net.a().send_completions.front().status, CompletionStatus::kRemoteAccessError);
+  EXPECT_EQ(net.a().qp.state(), QpState::kError);
+}
+
 }  // namespace
 }  // namespace uroce::proto
