@@ -289,8 +289,9 @@ class RcQp {
   Psn unacked_psn_{};         // oldest PSN not yet acknowledged (or answered)
   Psn resend_limit_psn_{};    // packets before this PSN were sent before: counted as retransmissions
   uint32_t packets_since_ack_req_ = 0;
-  uint32_t window_packets_ = 0;  // request packets allowed in flight (0: no cap); below the cap after a loss
-  uint32_t window_growth_ = 0;   // packets acknowledged toward the window's next packet
+  uint64_t last_ack_req_ns_ = 0;  // when the last request with AckReq left, while paced (pace_now_ns_)
+  uint32_t window_packets_ = 0;   // request packets allowed in flight (0: no cap); below the cap after a loss
+  uint32_t window_growth_ = 0;    // packets acknowledged toward the window's next packet
   uint8_t reads_in_flight_ = 0;
   uint8_t retries_left_ = 0;
   uint8_t rnr_retries_left_ = 0;

@@ -238,9 +238,15 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
   // responder that ACKs only on AckReq (rxe) would leave the window shut until the retransmission timer.
   const bool fills_window =
       window_packets_ != 0 && distance(next_psn_ + 1, unacked_psn_) >= static_cast<int32_t>(window_packets_);
-  if (last || fills_window || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
+  // Paced by DCQCN, packets may leave so far apart that ack_request_interval of them outlast the ACK timeout, and the
+  // responder ACKs only on AckReq: the timer would fire with nothing lost. Then AckReq goes at least every quarter of
+  // the timeout. (pace_now_ns_ is this packet's clock reading while the rate is limited.)
+  const bool paced_ack_due = rate_.limited() && attrs_.ack_timeout != 0 &&
+                             pace_now_ns_ - last_ack_req_ns_ >= ack_timeout_ns(attrs_.ack_timeout) / 4;
+  if (last || fills_window || paced_ack_due || ++packets_since_ack_req_ >= attrs_.ack_request_interval) {
     flags |= kBthAckReq;
     packets_since_ack_req_ = 0;
+    last_ack_req_ns_ = pace_now_ns_;
   }
   if (last && (w.flags & kWqeSolicited)) flags |= kBthSolicited;
   // Zero-copy when the packet's payload is one piece of one SGE of registered memory (inline data lives in the

@@ -353,6 +353,33 @@ TEST(CongestionWire, CeMarkedPacketsBringCnpsThatSlowTheSenderDown) {
   EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 1 << 20), 0);
 }
 
+// Paced at a low rate, a long message's packets leave far apart, and AckReq only every ack_request_interval (64)
+// packets asked for an ACK less often than the ACK timeout: the retransmit timer fired with nothing lost, spending a
+// retry, halving the window and resending what had arrived (a peer's forged CNPs alone could keep a QP so). A paced
+// QP asks for an ACK at least every quarter of the timeout.
+TEST(CongestionWire, APacedMessageAsksForAcksWithinTheAckTimeout) {
+  RcQpAttributes attrs = dcqcn_attributes();
+  attrs.ack_timeout = 8;           // 1.05 ms
+  attrs.dcqcn.min_rate_mbps = 20;  // every packet marked: cut to about this, a 1 KiB packet every ~0.45 ms
+  SimNetwork net(attrs);
+  net.tamper = [](std::vector<uint8_t>& f, bool a_to_b) {
+    if (a_to_b) mark_congestion_experienced(f);
+  };
+  Region& src = net.a().add_region(1 << 20, 0, 0x3C);
+  Region& dst = net.b().add_region(1 << 20, kAccessRemoteWrite);
+  // A first WRITE brings the CNP that starts the pacing; the long ones leave paced.
+  ASSERT_TRUE(net.a().post_send(write_of(src, dst, 4096, 255)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1 && net.a().qp.rate().limited(); }));
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(net.a().post_send(write_of(src, dst, 256 * 1024, i)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 3; }));
+  const RcCounters& rp = net.a().qp.counters();
+  EXPECT_GT(rp.tx_paced, 0u);
+  EXPECT_EQ(rp.local_ack_timeout_err, 0u);
+  EXPECT_EQ(rp.retransmitted_packets, 0u);
+  for (const Completion& c : net.a().send_completions) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 512 * 1024), 0);
+}
+
 TEST(CongestionWire, WithoutMarksThereAreNoCnpsAndNoPacing) {
   SimNetwork net(dcqcn_attributes());
   Region& src = net.a().add_region(1 << 20, 0);
