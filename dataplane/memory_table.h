@@ -415,8 +415,9 @@ class MemoryTable {
   // invalidates `token` if it names a valid, remotely invalidatable region of the requester's
   // PD; a window only from the QP it was bound through (IBTA 10.6.7.2.6: a type-2 window is invalidated on its QP).
   // A fast-register region takes the windows bound onto it along (ndkpi.md §9.6: a window lies inside its MR): the
-  // caller waits for the engines, then ends those windows with invalidate_windows_of() (RcQueuePair::invalidate), so
-  // that a bind which found the region valid on another engine has written its window by then.
+  // caller waits for the engines, then ends those windows with invalidate_windows_of()
+  // (RcQueuePair::invalidate_and_wait), so that a bind which found the region valid on another engine has written its
+  // window by then.
   bool invalidate_remote(uint32_t token, Requester who) noexcept {
     return modify(token, [&](const MemoryRegion& r, MemoryRegion&) {
       return r.valid && r.pd == who.pd && r.remotely_invalidatable() &&
