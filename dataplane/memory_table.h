@@ -506,7 +506,6 @@ class MemoryTable {
       if (r.valid) {
         // Bound already (IBTA: a type-2 window is bound only when free): the bind fails. The poster has moved the
         // window's key on, so no invalidation could name the old binding any more; it ends here instead.
-        rebound_valid_window = true;
         next.valid = false;
         return true;
       }
