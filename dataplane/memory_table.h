@@ -321,9 +321,8 @@ class MemoryTable {
   // A consistent copy of the slot `token` names (valid or not), or nullopt if the token's index is out of
   // range, the slot holds another token, or a writer is changing it right now.
   [[nodiscard]] std::optional<MemoryRegion> read_slot(uint32_t token) const noexcept {
-    MemoryRegion r;
-    uint32_t sequence;
-    if (!read_index(index_of(token), r, sequence) || r.token != token) return std::nullopt;
+    std::optional<MemoryRegion> r = read_slot_at(index_of(token));
+    if (r && r->token != token) r.reset();
     return r;
   }
   // The same for slot `index`, whatever token it holds now.
