@@ -456,7 +456,8 @@ class SrqImpl final : public Srq, public Lifetime, public Notifiable {
 
   PdImpl& pd_;
   // Every ring the SRQ had, oldest first, kept until it closes (growths are rare and each at least doubles).
-  // Control path (NdkModifySrq, under grow_mutex_) appends; the poster links and posts.
+  // Control path (NdkModifySrq, under grow_mutex_, which also serialises its depth_ updates) appends; the poster
+  // links and posts.
   std::vector<std::unique_ptr<dataplane::ReceiveQueue>> rings_;
   std::mutex grow_mutex_;
   uint32_t capacity_ = 0;  // of the newest ring, adopted or not (under grow_mutex_)

@@ -81,17 +81,19 @@ void SrqImpl::arm_limit(uint32_t threshold) noexcept {
 // for the engine. Shrinking below what is posted only refuses new receives until enough were taken.
 NTSTATUS SrqImpl::NdkModifySrq(uint32_t srq_depth, uint32_t notify_threshold, RequestCompletion, void*) {
   if (srq_depth > kMaxQueueDepth) return STATUS_INVALID_PARAMETER;
-  const uint32_t depth = srq_depth != 0 ? srq_depth : depth_.load(std::memory_order_relaxed);
-  if (notify_threshold > depth) return STATUS_INVALID_PARAMETER;
-  if (depth > depth_.load(std::memory_order_relaxed)) {
+  {
+    // The whole read-modify-write of the depth: two modifies at once must not store a depth the other replaced
+    // (a "keep the depth" call storing the old depth back would undo a concurrent grow).
     const std::lock_guard lock(grow_mutex_);
+    const uint32_t depth = srq_depth != 0 ? srq_depth : depth_.load(std::memory_order_relaxed);
+    if (notify_threshold > depth) return STATUS_INVALID_PARAMETER;
     if (depth > capacity_) {
       capacity_ = CompletionSlices::ring_capacity(depth);
       rings_.push_back(std::make_unique<dataplane::ReceiveQueue>(capacity_));
       grown_.store(rings_.back().get(), std::memory_order_release);  // before the depth that needs it
     }
+    depth_.store(depth, std::memory_order_release);
   }
-  depth_.store(depth, std::memory_order_release);
   if (notify_threshold != 0) arm_limit(notify_threshold);  // 0 keeps threshold and arm state (ndkpi.md §9.5)
   return STATUS_SUCCESS;
 }
