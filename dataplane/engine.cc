@@ -676,11 +676,16 @@ Status Engine::post(EngineCommand& command) {
   for (;;) {
     {
       const std::lock_guard lock(control_mutex_);
-      if (state_ != State::kRunning) return Status::error("engine " + std::to_string(id()) + " is not running");
-      if (ring_sp_enqueue(context_.mailbox_, &command)) return {};  // release: pairs with the engine's dequeue
+      if (state_ == State::kRunning && ring_sp_enqueue(context_.mailbox_, &command))
+        return {};  // release: pairs with the engine's dequeue
+      // Refused means inert: callers then free what the engine used (a destroyed QP's queues, a resized CQ's old
+      // ring, memory a deregistration waits on). A stopping engine still finishes the iteration its stop command
+      // runs in, so the refusal waits until stop() has seen it leave its loop.
+      if (state_ != State::kRunning && state_ != State::kStopping)
+        return Status::error("engine " + std::to_string(id()) + " is not running");
     }
-    // Full: each queued command is answered within one loop iteration. A caller that waits for its command (a
-    // deregistration's no-op among them) must not skip the engine for that.
+    // Full, or stopping: each queued command is answered within one loop iteration. A caller that waits for its
+    // command (a deregistration's no-op among them) must not skip the engine for that.
     std::this_thread::sleep_for(std::chrono::microseconds(20));
   }
 }

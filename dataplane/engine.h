@@ -290,7 +290,8 @@ class Engine {
   [[nodiscard]] Status call(Fn&& fn);
   // Posts `command` without waiting: it runs on the engine between two loop iterations, in posting order with
   // every other command, and `command.done` turns true (release) once it has. The caller keeps it alive until
-  // then (Engine::done). Control path; an error if the engine is not running.
+  // then (Engine::done). Control path; an error if the engine is not running, and then the engine is inert: the
+  // refusal of a stopping engine returns once it has left its loop.
   [[nodiscard]] Status post(EngineCommand& command);
   [[nodiscard]] static bool done(const EngineCommand& command) noexcept {
     return command.done.load(std::memory_order_acquire);

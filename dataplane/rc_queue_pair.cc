@@ -83,6 +83,16 @@ void RcQueuePair::stop_after_overrun() noexcept {
   }
 }
 
+// The QP is destroyed (RcTransport::destroy_qp, on its engine): every post the application made completes
+// flushed now (ndkpi.md §10.3, §10.6), whether or not a doorbell for it reached the engine: the destruction drops
+// the doorbells still queued, and a QP in the error state or in Reset flushes only as it is polled. Before the
+// connect the SQ takes no post (STATUS_CONNECTION_INVALID) and proto has no queue to flush; the receives may be
+// posted at any time. The application may not post any more while it closes the QP.
+void RcQueuePair::flush_for_close() noexcept {
+  if (qp_.state() != proto::QpState::kReset) qp_.flush_for_close();
+  flush_receives();  // an SRQ's receives are its other QPs': flush_receives() leaves them
+}
+
 RcQueuePair::PollResult RcQueuePair::poll(EngineContext& ctx) noexcept {
   ctx_ = &ctx;
   if (completions_failed()) [[unlikely]]

@@ -194,6 +194,13 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
     qp.ctx_ = &ctx;
     qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);
+    // A flush the engine took while the connect was on its way (NdkFlush may race a connect, ndkpi.md §10.1; the
+    // CM exchange or an address lookup comes between the two) stays in force: the QP goes to the error state
+    // rather than to RTS with every receive still flushed on each poll.
+    if (qp.flushed_before_connect_) {
+      qp.flushed_before_connect_ = false;
+      qp.qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
+    }
     qp.published_sq_head_ = qp.qp_.send_queue_head();
     engines_[engine_of(qp.qpn())]->activate(qp);
   });
@@ -209,7 +216,7 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
   // Off the active list, on the engine, before the memory goes.
   s = dataplane_.engine(e).call([&](EngineContext& ctx) {
     qp->ctx_ = &ctx;
-    if (qp->qp_.state() != proto::QpState::kReset) qp->qp_.enter_error(proto::CompletionStatus::kWorkRequestFlushed);
+    qp->flush_for_close();
     qp->sync_counters(ctx.counters().transport);
     engines_[e]->forget(*qp, ctx);
   });

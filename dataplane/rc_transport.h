@@ -174,6 +174,7 @@ class RcQueuePair final : public proto::RcEnv {
   friend class EngineTransport;
 
   void stop_after_overrun() noexcept;
+  void flush_for_close() noexcept;
   static void wake(EngineTimer& timer, EngineContext& ctx) noexcept;
   // This QP as the memory table knows it: its PD for regions, and itself for the windows bound through it.
   [[nodiscard]] Requester requester() const noexcept { return {setup_.pd, qpn_.value()}; }

@@ -127,6 +127,10 @@ class RcQp {
 
   // Moves the QP to the error state: outstanding and later work completes flushed.
   void enter_error(CompletionStatus first_status) noexcept;
+  // The QP is destroyed: the error state, and everything posted up to the SQ tail completes flushed now. A QP
+  // already in the error state flushes what was posted after the error only when it is next polled, and a QP
+  // being destroyed may never be (ndkpi.md §10.3: a close cancels pending work).
+  void flush_for_close() noexcept;
 
   [[nodiscard]] QpState state() const noexcept { return state_; }
   [[nodiscard]] const RcQpAttributes& attributes() const noexcept { return attrs_; }

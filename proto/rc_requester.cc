@@ -320,6 +320,11 @@ void RcQp::flush_posted() noexcept {
 
 void RcQp::enter_error(CompletionStatus status) noexcept { enter_error(status, sq_oldest_); }
 
+void RcQp::flush_for_close() noexcept {
+  enter_error(CompletionStatus::kWorkRequestFlushed);
+  flush_posted();
+}
+
 // The failing WQE completes with its real status, every other one flushed, all in
 // posting order (IBTA 10.8.3.1; rocev2.md §4.9).
 void RcQp::enter_error(CompletionStatus status, uint32_t failing) noexcept {

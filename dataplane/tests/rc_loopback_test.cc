@@ -311,6 +311,101 @@ class EngineHold {
   std::atomic<bool> released_{false};
 };
 
+// ndkpi.md §10.3 and §10.6: a close cancels pending work, and every post that returned success completes. The QP's
+// destruction drops the doorbells still queued for it, so the destruction itself flushes: a receive posted to a QP
+// that was never connected, and work posted to a QP already in the error state, complete flushed although no
+// doorbell for them reached the engine. (Before, both were lost: the close only moved a QP out of Reset or RTS.)
+TEST(RcLoopbackOps, ADestroyedQpCompletesEveryPostFlushedWithoutADoorbell) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  Player never_connected(world.transport(), 0, kPortA, 1);
+  ASSERT_TRUE(never_connected.error.empty()) << never_connected.error;
+  never_connected.post_receive(never_connected.buffer.data(), 64, 7);  // no doorbell
+  never_connected.release();
+  const auto receive = never_connected.poll_receive();
+  ASSERT_TRUE(receive.has_value()) << "the receive of a QP destroyed in Reset never completed";
+  EXPECT_EQ(receive->context, 7u);
+  EXPECT_EQ(receive->status, CompletionStatus::kWorkRequestFlushed);
+
+  const auto [a, b] = world.connected_pair(1024);
+  ASSERT_TRUE(a && b) << world.error();
+  world.transport().flush(*a->qp());
+  a->post(a->send(WorkOp::kSend, 0, 64, 1));
+  const auto first = a->wait_send_completion();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->status, CompletionStatus::kWorkRequestFlushed);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the engine has let the idle QP go
+  a->post(a->send(WorkOp::kRdmaWrite, 0, 64, 2), false);       // no doorbell
+  a->post_receive(a->buffer.data(), 64, 8);
+  a->release();
+  const auto send = a->poll_send();
+  const auto after = a->poll_receive();
+  ASSERT_TRUE(send.has_value()) << "a WRITE posted to a QP in the error state never completed";
+  EXPECT_EQ(send->context, 2u);
+  EXPECT_EQ(send->status, CompletionStatus::kWorkRequestFlushed);
+  ASSERT_TRUE(after.has_value()) << "a receive posted to a QP in the error state never completed";
+  EXPECT_EQ(after->context, 8u);
+  EXPECT_EQ(after->status, CompletionStatus::kWorkRequestFlushed);
+  world.destroy(a, b);
+}
+
+// NdkFlush may come while a connect is on its way (the CM exchange or an address lookup lies between the two). A
+// flush the engine took first stays in force: the connected QP is in the error state, its work completes flushed.
+// (Before, it went to RTS and sent, while every receive posted to it was flushed on each poll.)
+TEST(RcLoopbackOps, AFlushTakenBeforeTheConnectLeavesTheQpInTheErrorState) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  const auto [a, b] = world.connected_pair(1024);
+  ASSERT_TRUE(a && b) << world.error();
+  Player late(world.transport(), 0, kPortA, 1);
+  ASSERT_TRUE(late.error.empty()) << late.error;
+  world.transport().flush(*late.qp());  // rings the doorbell: the engine polls the QP in Reset
+  late.post_receive(late.buffer.data(), 64, 9);
+  world.transport().ring_doorbell(*late.qp());
+  const auto receive = late.wait_receive_completion();
+  ASSERT_TRUE(receive.has_value());
+  EXPECT_EQ(receive->status, CompletionStatus::kWorkRequestFlushed);
+  RcPeer peer;
+  peer.qpn = b->qp()->qpn();
+  peer.psn = proto::Psn{1};
+  peer.ip = world.dataplane().config().ports[kPortB].addresses.front();
+  peer.path_mtu = 1024;
+  proto::RcQpAttributes attrs;
+  attrs.path_mtu = 1024;
+  ASSERT_TRUE(world.transport().connect(*late.qp(), peer, attrs).ok());
+  late.post(late.send(WorkOp::kRdmaWrite, 0, 64, 3));
+  const auto sent = late.wait_send_completion();
+  ASSERT_TRUE(sent.has_value());
+  EXPECT_EQ(sent->status, CompletionStatus::kWorkRequestFlushed);
+  late.release();
+  world.destroy(a, b);
+}
+
+// An engine that is stopping still finishes the loop iteration its stop command runs in, QPs, completions and all.
+// A command refused meanwhile ("not running") is what callers take as "the engine is inert" (a QP's destruction then
+// frees its queues, a CQ resize frees the old ring): so the refusal waits until the engine has really stopped.
+TEST(RcLoopbackOps, ACommandRefusedByAStoppingEngineReturnsOnlyOnceItStopped) {
+  RcWorld world(loopback_config());
+  ASSERT_TRUE(world.ok()) << world.error();
+  Engine& engine = world.dataplane().engine(0);
+  EngineHold hold(engine);
+  ASSERT_TRUE(hold.holding());
+  std::thread stopper([&] { (void)engine.stop(); });
+  // The stop command is queued behind the hold, and the engine is stopping from then on.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::atomic<bool> refused{false};
+  std::thread poster([&] {
+    EXPECT_FALSE(engine.call([](EngineContext&) {}).ok());
+    refused.store(true);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const bool refused_while_running = refused.load();
+  hold.release();
+  stopper.join();
+  poster.join();
+  EXPECT_FALSE(refused_while_running) << "refused while the engine still ran its loop";
+}
+
 // IBTA 10.6.7: once an invalidation completes, the memory is the consumer's again and the peer reaches it no more.
 // A QP of the same PD on another engine may be placing a packet into that memory at that moment, through the key
 // it resolved just before; the invalidation's completion waits until that engine has finished its packet. Here the
