@@ -334,6 +334,14 @@ std::variant<std::shared_ptr<Backend>, std::string> open_file_backend(const File
   uint64_t size = 0;
   if (block_device) {
     if (::ioctl(fd, BLKGETSIZE64, &size) != 0) return fail(path + ": BLKGETSIZE64: " + errno_text(errno));
+    // A device with larger logical blocks (4Kn) refuses a write zeroes or a deallocate of 512-byte granularity
+    // (EINVAL, not the EOPNOTSUPP that falls back to writing zeroes): the namespace's blocks are at least its own.
+    int logical = 0;
+    if (::ioctl(fd, BLKSSZGET, &logical) != 0) return fail(path + ": BLKSSZGET: " + errno_text(errno));
+    if (o.block_size < static_cast<uint32_t>(logical)) {
+      return fail(path + ": the device's logical block size is " + std::to_string(logical) +
+                  ": block_size must be at least that");
+    }
   } else {
     if (::fstat(fd, &st) != 0) return fail(path + ": " + errno_text(errno));
     size = static_cast<uint64_t>(st.st_size);

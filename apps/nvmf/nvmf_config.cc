@@ -195,13 +195,14 @@ std::variant<NvmfConfig, std::vector<std::string>> load_nvmf_config(std::string_
       TargetLimits& l = c.target.limits;
       if (r.map(limits, k,
                 {"max_queue_size", "max_io_queues", "inline_data_size", "mdts", "keep_alive_granularity_ms",
-                 "max_queues", "connect_timeout_ms"})) {
+                 "max_queues", "max_queues_per_host", "connect_timeout_ms"})) {
         r.integer(limits, k, "max_queue_size", l.max_queue_size, 2, 1024);
         r.integer(limits, k, "max_io_queues", l.max_io_queues, 1, 1024);
         r.integer(limits, k, "inline_data_size", l.inline_data_size, 0, 16384);
         r.integer(limits, k, "mdts", l.mdts, 1, 8);
         r.integer(limits, k, "keep_alive_granularity_ms", l.keep_alive_granularity_ms, 100, 25500);
         r.integer(limits, k, "max_queues", l.max_queues, 1, 65535);
+        r.integer(limits, k, "max_queues_per_host", l.max_queues_per_host, 1, 65535);
         r.integer(limits, k, "connect_timeout_ms", l.connect_timeout_ms, 100, 600000);
         if (l.inline_data_size % 16 != 0)
           r.error(k + ".inline_data_size", "must be a multiple of 16 (the host counts capsules in 16-byte units)");

@@ -6,7 +6,8 @@
 //   nvmf:
 //     listen: [{address: 198.18.0.100, port: 4420}]   # default: port 4420 on the port's first address
 //     limits: {max_queue_size: 128, max_io_queues: 8, inline_data_size: 4096, mdts: 5, keep_alive_granularity_ms: 1000,
-//              max_queues: 256, connect_timeout_ms: 10000}   # queues at once; a queue's wait for Fabrics Connect
+//              max_queues: 256, max_queues_per_host: 130, connect_timeout_ms: 10000}
+//              # queues at once, of them from one host address; a queue's wait for Fabrics Connect
 //     subsystems:
 //       - nqn: nqn.2026-11.io.uroce:ram0
 //         serial: uroce0001              # ASCII, at most 20

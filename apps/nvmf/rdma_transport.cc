@@ -8,6 +8,8 @@
 #include <thread>
 #include <variant>
 
+#include <netinet/in.h>
+
 namespace uroce::nvmf {
 
 using namespace uroce::ndk;
@@ -108,7 +110,7 @@ class RdmaQueue {
   // reject and close, so that exactly one of them ever closes it.
   static std::unique_ptr<RdmaQueue> create(Adapter& adapter, NvmfTarget& target, Connector* connector,
                                            const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
-                                           std::string& error);
+                                           const sockaddr_storage& peer, std::string& error);
   ~RdmaQueue();
   RdmaQueue(const RdmaQueue&) = delete;
   RdmaQueue& operator=(const RdmaQueue&) = delete;
@@ -144,6 +146,7 @@ class RdmaQueue {
   // kDisconnectTimeout passed. Other connections are served meanwhile: a host that went silent (keep-alive
   // expiry) never answers the DREQ, and its reconnect must not wait behind it.
   void begin_close(Clock::time_point now);
+  [[nodiscard]] const sockaddr_storage& peer() const { return peer_; }
   [[nodiscard]] bool close_settled(Clock::time_point now) const {
     return disconnected_.done.load(std::memory_order_acquire) || now >= close_deadline_;
   }
@@ -180,6 +183,7 @@ class RdmaQueue {
   }
 
   Adapter& adapter_;
+  sockaddr_storage peer_{};         // the host's address (RdmaTransport::queues_of_host)
   Connector* connector_ = nullptr;  // set once NdkAccept took the connection: from then on, ours to close
   std::unique_ptr<NvmfQueue> queue_;
   uint32_t entries_ = 0;       // commands the host may have outstanding: receives and slots
@@ -225,8 +229,9 @@ class RdmaQueue {
 
 std::unique_ptr<RdmaQueue> RdmaQueue::create(Adapter& adapter, NvmfTarget& target, Connector* connector,
                                              const RdmaCmRequest& request, uint16_t engine, uint32_t read_limit,
-                                             std::string& error) {
+                                             const sockaddr_storage& peer, std::string& error) {
   std::unique_ptr<RdmaQueue> q(new RdmaQueue(adapter));
+  q->peer_ = peer;
   const TargetLimits& limits = target.limits();
   q->entries_ = request.hsqsize + 1u;
   q->capsule_size_ = static_cast<uint32_t>(kSqeSize) + (request.qid == 0 ? 0 : limits.inline_data_size);
@@ -593,11 +598,19 @@ void RdmaTransport::accept(Connector* connector) {
       s == STATUS_SUCCESS ? check_cm_request(std::span(data.data(), length), ird, target_.limits())
                           : std::variant<RdmaCmRequest, RdmaCmReject>(RdmaCmReject::kInvalidLength);
   RdmaCmReject reject = RdmaCmReject::kNoResources;
+  sockaddr_storage peer{};
+  auto peer_length = static_cast<uint32_t>(sizeof peer);
+  if (connector->NdkGetPeerAddress(reinterpret_cast<sockaddr*>(&peer), &peer_length) != STATUS_SUCCESS)
+    peer = {};  // AF_UNSPEC: one "host" with every other queue whose address was not to be had
   if (!std::holds_alternative<RdmaCmRequest>(checked)) {
     reject = std::get<RdmaCmReject>(checked);
   } else if (queues_.size() + closing_.size() >= target_.limits().max_queues) {
     // Closing queues count too: their QPs and buffers stay until the DREP (or kDisconnectTimeout).
     ++counters_.queue_limit;
+  } else if (queues_of_host(peer) >= target_.limits().max_queues_per_host) {
+    // One host must not take every queue: its REQs alone (each waits connect_timeout_ms for its Fabrics Connect),
+    // or discovery controllers it never ends, would otherwise lock every other host out.
+    ++counters_.host_queue_limit;
   } else {
     const RdmaCmRequest& request = std::get<RdmaCmRequest>(checked);
     std::string error;
@@ -606,7 +619,7 @@ void RdmaTransport::accept(Connector* connector) {
     // which is what NdkAccept makes the QP's ORD.
     const uint32_t read_limit = std::min(ird, max_reads_);
     if (std::unique_ptr<RdmaQueue> q =
-            RdmaQueue::create(adapter_, target_, connector, request, engine, read_limit, error)) {
+            RdmaQueue::create(adapter_, target_, connector, request, engine, read_limit, peer, error)) {
       queues_.push_back(std::move(q));
       ++counters_.queues_accepted;
       return;
@@ -619,6 +632,24 @@ void RdmaTransport::accept(Connector* connector) {
   (void)connector->NdkReject(rej.data(), rej.size());
   connector->NdkCloseConnector(nullptr, nullptr);
   ++counters_.queues_rejected;
+}
+
+std::size_t RdmaTransport::queues_of_host(const sockaddr_storage& peer) const {
+  auto same_host = [&peer](const std::unique_ptr<RdmaQueue>& q) {
+    const sockaddr_storage& a = q->peer();
+    if (a.ss_family != peer.ss_family) return false;
+    if (a.ss_family == AF_INET) {
+      return reinterpret_cast<const sockaddr_in&>(a).sin_addr.s_addr ==
+             reinterpret_cast<const sockaddr_in&>(peer).sin_addr.s_addr;
+    }
+    if (a.ss_family == AF_INET6) {
+      return std::memcmp(&reinterpret_cast<const sockaddr_in6&>(a).sin6_addr,
+                         &reinterpret_cast<const sockaddr_in6&>(peer).sin6_addr, sizeof(in6_addr)) == 0;
+    }
+    return true;  // neither address known
+  };
+  return static_cast<std::size_t>(std::count_if(queues_.begin(), queues_.end(), same_host) +
+                                  std::count_if(closing_.begin(), closing_.end(), same_host));
 }
 
 bool RdmaTransport::poll() {

@@ -56,6 +56,7 @@ struct TransportCounters {
   uint64_t queues_rejected = 0;   // REQs answered with a REJ (or withdrawn before the accept), each counted once
   uint64_t accept_failed = 0;     // of those, REQs that passed the checks but whose queue could not be set up
   uint64_t queue_limit = 0;       // of those, REQs that came while limits.max_queues queues were held (NO_RSC)
+  uint64_t host_queue_limit = 0;  // of those, REQs from a host address holding limits.max_queues_per_host (NO_RSC)
   uint64_t connect_timeouts = 0;  // queues closed for want of a Fabrics Connect within limits.connect_timeout_ms
   uint64_t queues_closed = 0;
   uint64_t capsules = 0;
@@ -99,6 +100,8 @@ class RdmaTransport {
  private:
   RdmaTransport(ndk::Adapter& adapter, NvmfTarget& target, uint32_t max_reads, std::chrono::milliseconds stop_timeout);
   void accept(ndk::Connector* connector);
+  // Queues held (closing ones included) whose host has the IP address of `peer`.
+  [[nodiscard]] std::size_t queues_of_host(const sockaddr_storage& peer) const;
   // Destroys the closing queues whose disconnect settled; returns how many.
   std::size_t reap_closed(std::chrono::steady_clock::time_point now);
 

@@ -178,12 +178,13 @@ int main(int argc, char** argv) {
       const TransportCounters& c = transport->counters();
       const TargetCounters& t = target.counters();
       std::printf(
-          "%s: stopping: queues accepted %lu, rejected %lu (%lu at limits.max_queues, %lu not set up), closed %lu "
+          "%s: stopping: queues accepted %lu, rejected %lu (%lu at limits.max_queues, %lu at "
+          "limits.max_queues_per_host, %lu not set up), closed %lu "
           "(%lu without a Connect in time); capsules %lu (%lu bad, %lu waited for a slot); RDMA READs "
           "%lu, WRITEs %lu, SEND with Invalidate %lu; commands %lu, errors %lu; controllers %lu, keep-alive "
           "expired %lu\n",
-          kTool, c.queues_accepted, c.queues_rejected, c.queue_limit, c.accept_failed, c.queues_closed,
-          c.connect_timeouts, c.capsules, c.bad_capsules, c.capsules_held, c.rdma_reads, c.rdma_writes,
+          kTool, c.queues_accepted, c.queues_rejected, c.queue_limit, c.host_queue_limit, c.accept_failed,
+          c.queues_closed, c.connect_timeouts, c.capsules, c.bad_capsules, c.capsules_held, c.rdma_reads, c.rdma_writes,
           c.send_with_invalidate, t.commands, t.errors, t.controllers_created, t.keep_alive_expired);
       std::fflush(stdout);
       transport.reset();  // every host disconnected before the target and the adapter go

@@ -275,7 +275,7 @@ NvmeStatus Controller::get_log_page(const SqeView& sqe, std::span<uint8_t> out, 
 CommandResult Controller::set_features(const SqeView& sqe, uint64_t now_ms) {
   CommandResult result;
   const uint8_t fid = sqe.cdw(10) & 0xFF;
-  const uint32_t value = sqe.cdw(11);
+  uint32_t value = sqe.cdw(11);
   if (subsystem.discovery && fid != kFeatKeepAliveTimer && fid != kFeatAsyncEventConfig) {
     result.status = kScInvalidField;
     return result;
@@ -294,6 +294,7 @@ CommandResult Controller::set_features(const SqeView& sqe, uint64_t now_ms) {
       break;
     }
     case kFeatKeepAliveTimer: {
+      if (subsystem.discovery && value == 0) value = kDiscoveryDefaultKatoMs;
       const uint64_t granule = target.limits().keep_alive_granularity_ms;
       kato_ms_ = static_cast<uint32_t>(std::min<uint64_t>((value + granule - 1) / granule * granule, UINT32_MAX));
       heard_at(now_ms);

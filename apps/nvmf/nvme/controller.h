@@ -19,6 +19,11 @@
 
 namespace uroce::nvmf::detail {
 
+// nvmet gives a discovery controller whose host asked for no keep-alive (KATO 0, in its Connect or a later Set
+// Features) two minutes anyway (NVMET_DISC_KATO_MS), so that stale discovery sessions end: any host may open one,
+// and each holds a queue.
+inline constexpr uint32_t kDiscoveryDefaultKatoMs = 120000;
+
 struct NamespaceState {
   uint32_t nsid = 0;
   uint32_t block_size = 512;

@@ -14,10 +14,6 @@ using namespace detail;
 
 namespace {
 
-// nvmet gives a discovery controller whose host asked for no keep-alive two minutes anyway (NVMET_DISC_KATO_MS),
-// so that stale discovery sessions end.
-constexpr uint32_t kDiscoveryDefaultKatoMs = 120000;
-
 // An NQN field of the connect data: up to its first NUL, and never its last byte (nvmet terminates it there).
 std::string_view nqn_field(std::span<const uint8_t> data, std::size_t offset) {
   const auto* begin = reinterpret_cast<const char*>(data.data() + offset);

@@ -191,6 +191,7 @@ std::optional<std::string> NvmfTarget::validate(const TargetConfig& config) {
   if (l.keep_alive_granularity_ms < 100 || l.keep_alive_granularity_ms % 100 != 0)
     return std::string("limits.keep_alive_granularity_ms: a multiple of 100");
   if (l.max_queues == 0) return std::string("limits.max_queues: at least 1");
+  if (l.max_queues_per_host == 0) return std::string("limits.max_queues_per_host: at least 1");
   if (l.connect_timeout_ms == 0) return std::string("limits.connect_timeout_ms: at least 1");
   return std::nullopt;
 }

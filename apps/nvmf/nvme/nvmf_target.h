@@ -143,6 +143,9 @@ struct TargetLimits {
   // its Fabrics Connect. Each queue holds a QP, its receives and a 1 KiB Connect area per command slot from its accept
   // on, whether or not a controller ever comes; its MDTS-sized data buffers only once its Connect succeeded.
   uint16_t max_queues = 256;
+  // Of those, the most one host address may hold (closing ones included): a host cannot take every queue and lock
+  // the others out (a REQ beyond is answered NO_RSC). Two controllers' worth of the default max_io_queues.
+  uint16_t max_queues_per_host = 130;
   uint32_t connect_timeout_ms = 10000;
 };
 

@@ -389,6 +389,33 @@ TEST_F(RdmaTransportTest, RequestsBeyondMaxQueuesAreRejectedWithNoResources) {
   disconnect(fourth);
 }
 
+// One host address holds at most limits.max_queues_per_host queues, closing ones included, though the target has
+// room for more: its REQs alone (never followed by a Connect) or controllers it never ends would otherwise lock every
+// other host out. A REQ beyond is answered NO_RSC and counted; once one of its queues has closed, it gets one again.
+TEST_F(RdmaTransportTest, AHostBeyondItsShareOfQueuesIsRejectedWithNoResources) {
+  TargetLimits limits;
+  limits.max_queues = 8;
+  limits.max_queues_per_host = 2;
+  start_target(limits);
+  ndk::Connector* first = connect_host(player(), 2);
+  ndk::Connector* second = connect_host(player(), 2);
+  ASSERT_NE(first, nullptr);
+  ASSERT_NE(second, nullptr);
+  apps::Request connecting;
+  ndk::Connector* third = send_request(player(), connecting);
+  EXPECT_EQ(answer(third, connecting), RdmaCmReject::kNoResources);
+  EXPECT_EQ(transport_->counters().host_queue_limit, 1u);
+  EXPECT_EQ(transport_->counters().queue_limit, 0u) << "the target itself had room";
+  third->NdkCloseConnector(nullptr, nullptr);
+
+  disconnect(first);
+  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
+  ndk::Connector* fourth = connect_host(player(), 2);
+  EXPECT_NE(fourth, nullptr) << "the host's share has room again once its queue has closed";
+  disconnect(second);
+  disconnect(fourth);
+}
+
 // A peer's CM REQs alone must not hold much memory: up to limits.max_queues queues wait for their Fabrics Connect
 // at once, for connect_timeout_ms. Before the Connect a queue holds its receives and a 1 KiB Connect area per command
 // slot; the data buffers (MDTS per slot: 128 KiB here, two slots per command) come with the controller, and the

@@ -286,6 +286,39 @@ TEST(FileBackendOpen, ErrorsNameThePathAndTheProblem) {
   }
 }
 
+// A block device whose logical blocks are 4 KiB (4Kn) refuses 512-byte write zeroes and deallocates (EINVAL from
+// fallocate, which falls back to nothing): a namespace of 512-byte blocks on it is refused when it opens, one of
+// 4 KiB blocks opens. A loop device with 4096-byte sectors stands in for the disk (root and loop devices needed).
+TEST(FileBackendOpen, ABlockDeviceRefusesABlockSizeBelowItsLogicalBlocks) {
+  if (::geteuid() != 0 || ::access("/dev/loop-control", W_OK) != 0) GTEST_SKIP() << "needs root and loop devices";
+  TempDir dir("/tmp");
+  ASSERT_FALSE(dir.path().empty());
+  const std::string image = dir.path() + "/4kn.img";
+  std::ofstream(image).flush();
+  std::filesystem::resize_file(image, 1u << 20);
+  const std::string attach = "losetup --find --show --sector-size 4096 " + image + " 2>/dev/null";
+  FILE* pipe = ::popen(attach.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  char line[256] = {};
+  const bool attached = std::fgets(line, sizeof line, pipe) != nullptr;
+  (void)::pclose(pipe);
+  if (!attached) GTEST_SKIP() << "losetup could not attach a loop device with 4096-byte sectors";
+  const std::string device = std::string(line).substr(0, std::strcspn(line, "\n"));
+  struct Detach {  // whatever the test's outcome
+    std::string device;
+    ~Detach() { (void)std::system(("losetup --detach " + device).c_str()); }
+  } detach{device};
+  auto error_of = [&device](uint32_t block_size) {
+    FileBackendOptions o;
+    o.path = device;
+    o.block_size = block_size;
+    auto opened = open_file_backend(o);  // a backend opened closes the device again here
+    return std::holds_alternative<std::string>(opened) ? std::get<std::string>(opened) : std::string("opened");
+  };
+  EXPECT_EQ(error_of(512), device + ": the device's logical block size is 4096: block_size must be at least that");
+  EXPECT_EQ(error_of(4096), "opened");
+}
+
 TEST(FileBackendOpen, TheNvmfSectionTakesFileNamespacesAndNamesItsErrors) {
   TempDir dir("/tmp");
   ASSERT_FALSE(dir.path().empty());
@@ -322,7 +355,7 @@ TEST(FileBackendOpen, TheNvmfSectionTakesFileNamespacesAndNamesItsErrors) {
             std::vector<std::string>{at + ".io: must be auto, io_uring or threads, got 'aio'"});
 }
 
-// The transport's limits in the nvmf section: the queue cap and the wait for Fabrics Connect, with their defaults.
+// The transport's limits in the nvmf section: the queue caps and the wait for Fabrics Connect, with their defaults.
 TEST(NvmfSection, LimitsTakeTheQueueCapAndTheConnectTimeout) {
   auto load = [](const std::string& limits) {
     return load_nvmf_config("nvmf:\n  limits: {" + limits +
@@ -332,15 +365,18 @@ TEST(NvmfSection, LimitsTakeTheQueueCapAndTheConnectTimeout) {
   const auto defaults = load("");
   ASSERT_TRUE(std::holds_alternative<NvmfConfig>(defaults));
   EXPECT_EQ(std::get<NvmfConfig>(defaults).target.limits.max_queues, 256);
+  EXPECT_EQ(std::get<NvmfConfig>(defaults).target.limits.max_queues_per_host, 130);
   EXPECT_EQ(std::get<NvmfConfig>(defaults).target.limits.connect_timeout_ms, 10000U);
-  const auto set = load("max_queues: 8, connect_timeout_ms: 2500");
+  const auto set = load("max_queues: 8, max_queues_per_host: 3, connect_timeout_ms: 2500");
   ASSERT_TRUE(std::holds_alternative<NvmfConfig>(set));
   EXPECT_EQ(std::get<NvmfConfig>(set).target.limits.max_queues, 8);
+  EXPECT_EQ(std::get<NvmfConfig>(set).target.limits.max_queues_per_host, 3);
   EXPECT_EQ(std::get<NvmfConfig>(set).target.limits.connect_timeout_ms, 2500U);
-  const auto zero = load("max_queues: 0, connect_timeout_ms: 50");
+  const auto zero = load("max_queues: 0, max_queues_per_host: 0, connect_timeout_ms: 50");
   ASSERT_TRUE(std::holds_alternative<std::vector<std::string>>(zero));
   EXPECT_EQ(std::get<std::vector<std::string>>(zero),
             (std::vector<std::string>{"nvmf.limits.max_queues: must be between 1 and 65535, got 0",
+                                      "nvmf.limits.max_queues_per_host: must be between 1 and 65535, got 0",
                                       "nvmf.limits.connect_timeout_ms: must be between 100 and 600000, got 50"}));
 }
 

@@ -323,6 +323,22 @@ TEST_F(NvmfTargetTest, TrafficWithoutKeepAliveCountsAsLifeAndKatoZeroNeverExpire
   EXPECT_TRUE(admin.queue->dead());
 }
 
+// Any host may open a discovery controller, and each holds a queue: one whose host asks for no keep-alive, in its
+// Connect or later through Set Features, gets nvmet's two minutes anyway, so that a host that goes away without a
+// word frees it. (A Set Features KATO of 0 used to switch the discovery controller's keep-alive off for good.)
+TEST_F(NvmfTargetTest, ADiscoveryControllerKeepsAKeepAliveWhateverItsHostAsks) {
+  Host disc(target, 0);
+  disc.now = 1000;
+  ASSERT_EQ(disc.connect(0, 31, 60000, 0xFFFF, kDiscoveryNqn).status(), kStatusSuccess);
+  ASSERT_EQ(disc.run(property_set(0x14, 1)).status(), kStatusSuccess);
+  ASSERT_EQ(disc.run(set_features(0x0F, 0)).status(), kStatusSuccess);
+  EXPECT_EQ(disc.run(get_features(0x0F)).result.dw0, 120000U);
+  target.tick(1000 + 2 * 120000);
+  EXPECT_FALSE(disc.queue->dead());
+  target.tick(1000 + 2 * 120000 + 1);
+  EXPECT_TRUE(disc.queue->dead()) << "a silent discovery host's controller goes";
+}
+
 TEST_F(NvmfTargetTest, ShutdownCompletesAndTheControllerStaysReadable) {
   Host admin(target, 0);
   const uint16_t cntlid = admin.connect_and_enable(0);
