@@ -101,32 +101,59 @@ void MrImpl::release_slot() noexcept {
   }
   token_.store(0, std::memory_order_relaxed);
   registered_.store(false, std::memory_order_release);
+  registering_.store(false, std::memory_order_release);  // it may be registered again
   page_capacity_.store(0, std::memory_order_release);
 }
 
-// Finishes inline (the table is shared: no engine round trip), so the completion is never called.
-NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags, RequestCompletion, void*) {
+// The arguments are checked inline. The pages are checked (faulted in) inline too, except for a registration of
+// more than kInlineRegistrationLimit bytes with a completion routine: faulting in tens of MiB takes milliseconds
+// (32 MiB: ~2.5 ms here), which a poller that registers as peers connect (an NVMe-oF target's queue buffers)
+// must not spend. That one completes from the notifier's arena (STATUS_PENDING, ndkpi.md §8, §9.4: the memory is
+// untouchable while it is pending). Without a completion it always finishes here.
+NTSTATUS MrImpl::NdkRegisterMr(void* address, std::size_t length, uint32_t flags, RequestCompletion completion,
+                               void* request_context) {
   if (fast_register_ || registered()) return STATUS_INVALID_DEVICE_REQUEST;
   if (address == nullptr || length == 0 || length > kMaxRegistrationSize || (flags & ~kKnownMrFlags) != 0)
     return STATUS_INVALID_PARAMETER;
   if (reinterpret_cast<uintptr_t>(address) + length < reinterpret_cast<uintptr_t>(address))
     return STATUS_INVALID_PARAMETER;  // wraps around the address space
   if ((flags & kRemoteWriteOnlyBit) && !(flags & NDK_MR_FLAG_ALLOW_LOCAL_WRITE)) return STATUS_INVALID_PARAMETER;
+  // One registration at a time: a second call while one is pending (or done) is refused, as on a registered MR.
+  if (registering_.exchange(true, std::memory_order_acq_rel)) return STATUS_INVALID_DEVICE_REQUEST;
+  if (completion == nullptr || length <= kInlineRegistrationLimit) return register_pages(address, length, flags);
+  retain();  // the MR's close waits for the registration (ndkpi.md §10.3)
+  try {
+    pd_.adapter().notifier().run([this, address, length, flags, completion, request_context] {
+      completion(request_context, register_pages(address, length, flags));
+      release();
+    });
+  } catch (...) {  // no memory for the task: register here after all
+    release();
+    return register_pages(address, length, flags);
+  }
+  return STATUS_PENDING;
+}
+
+NTSTATUS MrImpl::register_pages(void* address, std::size_t length, uint32_t flags) {
   const uint32_t access = access_of_mr_flags(flags);
   // ndkpi.md §9.4: the memory is pinned at registration, which fails for pages that are not there, and for read-only
   // pages when the MR allows writes (cpu_access.h: otherwise an engine faults when a peer's WRITE or READ arrives).
-  const CpuAccess cpu = cpu_access_of(access);
-  if (const NTSTATUS s = status_of(check_cpu_access(reinterpret_cast<uint64_t>(address), length, cpu));
-      s != STATUS_SUCCESS)
-    return s;
-  auto token = pd_.adapter().transport().register_memory(reinterpret_cast<uint64_t>(address), length, access, pd_.id());
-  if (!token.ok()) return STATUS_INSUFFICIENT_RESOURCES;
-  address_ = reinterpret_cast<uint64_t>(address);
-  length_ = length;
-  access_ = access;
-  token_.store(token.value(), std::memory_order_relaxed);
-  registered_.store(true, std::memory_order_release);
-  return STATUS_SUCCESS;
+  const auto begin = reinterpret_cast<uint64_t>(address);
+  NTSTATUS s = status_of(check_cpu_access(begin, length, cpu_access_of(access)));
+  if (s == STATUS_SUCCESS) {
+    auto token = pd_.adapter().transport().register_memory(begin, length, access, pd_.id());
+    if (token.ok()) {
+      address_ = begin;
+      length_ = length;
+      access_ = access;
+      token_.store(token.value(), std::memory_order_relaxed);
+      registered_.store(true, std::memory_order_release);
+      return STATUS_SUCCESS;
+    }
+    s = STATUS_INSUFFICIENT_RESOURCES;
+  }
+  registering_.store(false, std::memory_order_release);  // the MR stays unregistered: it may be tried again
+  return s;
 }
 
 // Zero-copy TX mbufs may still point into the memory (dataplane/rc_transport.h): the deregistration then

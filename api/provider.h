@@ -389,13 +389,19 @@ class MrImpl final : public Mr, public Lifetime {
   // NdkFastRegister: the token the next registration gets (same slot, next key byte), taken at post time.
   uint32_t next_token() noexcept;
 
+  // A registration above this with a completion routine checks its pages off the caller's thread (NdkRegisterMr).
+  static constexpr std::size_t kInlineRegistrationLimit = std::size_t{1} << 20;
+
  private:
   void release_slot() noexcept;
+  NTSTATUS register_pages(void* address, std::size_t length, uint32_t flags);
 
   PdImpl& pd_;
   const bool fast_register_;
   std::atomic<uint32_t> token_{0};
   std::atomic<bool> registered_{false};
+  std::atomic<bool> registering_{false};  // a registration was started: taken by NdkRegisterMr, given back when
+                                          // it fails or the MR is deregistered
   std::atomic<uint32_t> page_capacity_{0};
   uint64_t address_ = 0;
   uint64_t length_ = 0;

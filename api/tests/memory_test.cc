@@ -177,6 +177,70 @@ TEST_F(Memory, FastRegisterRefusesPagesTheEnginesWouldFaultOn) {
   EXPECT_EQ(munmap(pages, 2 * kPageSize), 0);
 }
 
+// ndkpi.md §8, §9.4: a registration may complete later. One of more than 1 MiB with a completion routine checks its
+// pages off the caller's thread (a poller that registers 32 MiB as a host connects stalled ~2.5 ms): it returns
+// STATUS_PENDING and completes once, from another thread, and the MR then works; a second registration meanwhile is
+// refused; a failed one completes with its failure and leaves the MR free to be registered again. A small one, like
+// any without a completion routine, finishes inline and never calls it.
+TEST_F(Memory, ALargeRegistrationWithACompletionCompletesOffTheCallersThread) {
+  Player* a = nullptr;
+  Player* b = nullptr;
+  std::tie(a, b) = pair();
+  struct Completed {
+    std::atomic<int> calls{0};
+    std::atomic<NTSTATUS> status{STATUS_PENDING};
+    std::thread::id thread;
+    static void complete(void* context, NTSTATUS s) {
+      auto& c = *static_cast<Completed*>(context);
+      c.thread = std::this_thread::get_id();
+      c.status.store(s);
+      c.calls.fetch_add(1);  // last: the test reads `thread` after it
+    }
+  };
+  constexpr std::size_t kBytes = std::size_t{8} << 20;
+  void* mapped = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(mapped, MAP_FAILED);
+  auto* memory = static_cast<uint8_t*>(mapped);
+  Mr* mr = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(false, nullptr, nullptr, &mr), STATUS_SUCCESS);
+
+  // A hole in the middle: the registration fails, through its completion.
+  ASSERT_EQ(munmap(memory + kBytes / 2, 4096), 0);
+  Completed failed;
+  ASSERT_EQ(mr->NdkRegisterMr(memory, kBytes, NDK_MR_FLAG_ALLOW_REMOTE_WRITE, &Completed::complete, &failed),
+            STATUS_PENDING);
+  ASSERT_TRUE(eventually([&] { return failed.calls.load() != 0; }));
+  EXPECT_NE(failed.status.load(), STATUS_SUCCESS);
+
+  // The MR is free again; the first half registers, pending, from another thread.
+  Completed done;
+  ASSERT_EQ(mr->NdkRegisterMr(memory, kBytes / 2, NDK_MR_FLAG_ALLOW_REMOTE_WRITE, &Completed::complete, &done),
+            STATUS_PENDING);
+  EXPECT_EQ(mr->NdkRegisterMr(memory, kBytes / 2, NDK_MR_FLAG_ALLOW_REMOTE_WRITE, nullptr, nullptr),
+            STATUS_INVALID_DEVICE_REQUEST);
+  ASSERT_TRUE(eventually([&] { return done.calls.load() != 0; }));
+  EXPECT_EQ(done.status.load(), STATUS_SUCCESS);
+  EXPECT_NE(done.thread, std::this_thread::get_id());
+  a->fill(0, 64, 3);
+  const NdkSge s = a->sge(0, 64);
+  ASSERT_EQ(
+      a->qp->NdkWrite(nullptr, &s, 1, reinterpret_cast<uint64_t>(memory) + 4096, mr->NdkGetRemoteTokenFromMr(), 0),
+      STATUS_SUCCESS);
+  EXPECT_EQ(a->result().Status, STATUS_SUCCESS);
+  EXPECT_EQ(std::memcmp(memory + 4096, a->buffer, 64), 0);
+  EXPECT_EQ(mr->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+
+  // 1 MiB with a completion routine: inline, and the routine is never called.
+  Mr* small = nullptr;
+  ASSERT_EQ(b->pd->NdkCreateMr(false, nullptr, nullptr, &small), STATUS_SUCCESS);
+  Completed inline_done;
+  EXPECT_EQ(small->NdkRegisterMr(memory, std::size_t{1} << 20, 0, &Completed::complete, &inline_done), STATUS_SUCCESS);
+  EXPECT_EQ(small->NdkCloseMr(nullptr, nullptr), STATUS_SUCCESS);
+  EXPECT_EQ(inline_done.calls.load(), 0);
+  EXPECT_EQ(munmap(memory, kBytes / 2), 0);
+  EXPECT_EQ(munmap(memory + kBytes / 2 + 4096, kBytes / 2 - 4096), 0);
+}
+
 TEST_F(Memory, ReRegisteringChangesTheTokenAndTheOldOneStopsWorking) {
   Player* a = nullptr;
   Player* b = nullptr;

@@ -164,7 +164,9 @@ class RdmaQueue {
 
   explicit RdmaQueue(Adapter& adapter) : adapter_(adapter) {}
   std::string open(uint16_t engine);
-  [[nodiscard]] bool open_data_buffers();
+  enum class DataBuffers : uint8_t { kReady, kRegistering, kFailed };
+  [[nodiscard]] DataBuffers open_data_buffers();
+  void answer_held_connect(TransportCounters& counters);
   void use_data_buffer(uint32_t slot);
   bool post_receive(uint32_t buffer);
   uint8_t* receive_buffer(uint32_t i) { return memory_.get() + std::size_t{i} * capsule_size_; }
@@ -198,6 +200,14 @@ class RdmaQueue {
   std::size_t io_memory_bytes_ = 0;
   Mr* data_mr_ = nullptr;
   bool data_buffers_ready_ = false;  // io_memory_ allocated and registered: commands use it from now on
+  // The registration of io_memory_, when NdkRegisterMr took it off this thread (tens of MiB: milliseconds). The
+  // Connect that made or joined the controller waits for it, unanswered: its host sends no command before the answer.
+  apps::Request data_registered_;
+  struct HeldConnect {
+    uint32_t slot = 0;
+    CommandResult result;
+  };
+  std::optional<HeldConnect> held_connect_;
   bool intake_stopped_ = false;
   Cq* recv_cq_ = nullptr;
   Cq* send_cq_ = nullptr;
@@ -291,17 +301,36 @@ std::string RdmaQueue::open(uint16_t engine) {
 }
 
 // Once the queue has a controller: an MDTS-sized data buffer per slot. A command already running keeps the buffer
-// it started with (its Slot says which), so the Connect areas stay until the queue goes.
-bool RdmaQueue::open_data_buffers() {
+// it started with (its Slot says which), so the Connect areas stay until the queue goes. The registration of more
+// than 1 MiB completes off this thread (the poller serves every other queue meanwhile): kRegistering, and
+// answer_held_connect() takes it from there.
+RdmaQueue::DataBuffers RdmaQueue::open_data_buffers() {
   const std::size_t bytes = slots_.size() * std::size_t{data_size_};
   io_memory_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, bytes)));
-  if (!io_memory_) return false;
+  if (!io_memory_) return DataBuffers::kFailed;
   io_memory_bytes_ = bytes;
   NTSTATUS s = pd_->NdkCreateMr(false, nullptr, nullptr, &data_mr_);
-  if (s == STATUS_SUCCESS)
-    s = data_mr_->NdkRegisterMr(io_memory_.get(), bytes, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, nullptr, nullptr);
+  if (s == STATUS_SUCCESS) {
+    s = data_mr_->NdkRegisterMr(io_memory_.get(), bytes, NDK_MR_FLAG_ALLOW_LOCAL_WRITE, &apps::Request::complete,
+                                &data_registered_);
+  }
+  if (s == STATUS_PENDING) return DataBuffers::kRegistering;
   data_buffers_ready_ = s == STATUS_SUCCESS;
-  return data_buffers_ready_;
+  return data_buffers_ready_ ? DataBuffers::kReady : DataBuffers::kFailed;
+}
+
+// The data buffers' registration finished: the Connect that waited for it is answered, or the queue fails (its
+// host then sees it disconnect, as when the buffers could not be had at all).
+void RdmaQueue::answer_held_connect(TransportCounters& counters) {
+  if (!held_connect_ || !data_registered_.done.load(std::memory_order_acquire)) return;
+  const HeldConnect held = *held_connect_;
+  held_connect_.reset();
+  data_buffers_ready_ = data_registered_.status.load(std::memory_order_relaxed) == STATUS_SUCCESS;
+  if (!data_buffers_ready_) {
+    fail();
+    return;
+  }
+  finish(held.slot, held.result, counters);
 }
 
 // The buffer a command starting in `slot` moves its data through: the slot's Connect area until the queue has its
@@ -362,7 +391,8 @@ bool RdmaQueue::post_receive(uint32_t buffer) {
 
 bool RdmaQueue::poll(TransportCounters& counters, uint64_t clock_ms) {
   now_ms_ = clock_ms;
-  bool busy = false;
+  bool busy = held_connect_.has_value();
+  answer_held_connect(counters);
   if (accepted_.done.load(std::memory_order_acquire) && accepted_.status.load() != STATUS_SUCCESS) fail();
   std::array<NdkResult, 16> results;
   // Sends first: a finished response frees its slot for the commands below.
@@ -495,7 +525,18 @@ void RdmaQueue::run(uint32_t slot, std::span<uint8_t> data, TransportCounters& c
   const CommandResult result = queue_->execute(std::span<const uint8_t, kSqeSize>(s.sqe), data, now_ms_, slot);
   // The Connect made or joined a controller: the commands from now on get their data buffers. Without them the queue
   // cannot serve its host, which then sees it disconnect after the Connect's answer.
-  if (!was_connected && queue_->connected() && !open_data_buffers()) fail();
+  if (!was_connected && queue_->connected()) {
+    switch (open_data_buffers()) {
+      case DataBuffers::kReady:
+        break;
+      case DataBuffers::kRegistering:
+        held_connect_ = HeldConnect{slot, result};  // answered once the buffers are registered
+        return;
+      case DataBuffers::kFailed:
+        fail();
+        break;
+    }
+  }
   if (result.held) return;     // an AER: its slot stays taken until an event or the queue's end
   if (result.pending) return;  // a backend runs it: reap() hands it to finish()
   finish(slot, result, counters);

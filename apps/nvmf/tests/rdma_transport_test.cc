@@ -419,7 +419,9 @@ TEST_F(RdmaTransportTest, AHostBeyondItsShareOfQueuesIsRejectedWithNoResources) 
 // A peer's CM REQs alone must not hold much memory: up to limits.max_queues queues wait for their Fabrics Connect
 // at once, for connect_timeout_ms. Before the Connect a queue holds its receives and a 1 KiB Connect area per command
 // slot; the data buffers (MDTS per slot: 128 KiB here, two slots per command) come with the controller, and the
-// commands after the Connect move their data through them. (Each accepted REQ used to take them at once: 8 MiB for
+// commands after the Connect move their data through them. Their registration (8 MiB here) completes off the
+// poller's thread (NdkRegisterMr with a completion: faulting the pages in takes milliseconds), and the Connect's
+// answer waits for it. (Each accepted REQ used to take them at once: 8 MiB for
 // this admin queue of 32, ~32 MiB for an I/O queue of 128.)
 TEST_F(RdmaTransportTest, AQueueTakesItsDataBuffersOnlyOnceItsConnectMadeAController) {
   constexpr uint16_t kEntries = 32;
