@@ -9,7 +9,7 @@ namespace uroce::proto {
 
 void RcQp::restart_timer() noexcept {
   const uint64_t timeout = ack_timeout_ns(attrs_.ack_timeout);
-  retransmit_deadline_ns_ = timeout != 0 && has_outstanding() ? env_->now_ns() + timeout : 0;
+  retransmit_deadline_ns_ = timeout != 0 && has_outstanding() && awaits_answer() ? env_->now_ns() + timeout : 0;
 }
 
 uint64_t RcQp::next_deadline_ns() const noexcept {
@@ -319,7 +319,7 @@ void RcQp::on_timer() noexcept {
     return;
   }
   if (retransmit_deadline_ns_ == 0 || now < retransmit_deadline_ns_) return;
-  if (!has_outstanding()) {
+  if (!has_outstanding() || !awaits_answer()) {
     retransmit_deadline_ns_ = 0;
     return;
   }

@@ -146,6 +146,10 @@ class RcQp {
   [[nodiscard]] uint32_t send_queue_head() const noexcept { return sq_oldest_; }
   // True while requests are sent but not yet acknowledged or answered.
   [[nodiscard]] bool has_outstanding() const noexcept { return sq_oldest_ != sq_next_ || send_offset_ != 0; }
+  // True while a request sent awaits its answer (an ACK, a READ response, an atomic ACK): what the retransmit timer
+  // guards. A message part sent whose packets were all acknowledged (held back by pacing, the window or the TX
+  // backlog) has nothing to time out: the timer starts again with its next packet.
+  [[nodiscard]] bool awaits_answer() const noexcept { return next_psn_ != unacked_psn_; }
   // True when posted work waits to be sent (it may be held by a window or backpressure).
   [[nodiscard]] bool has_unsent_work() noexcept {
     return state_ == QpState::kError ? sq_oldest_ != env_->send_queue_tail() : sq_next_ != env_->send_queue_tail();

@@ -380,6 +380,38 @@ TEST(CongestionWire, APacedMessageAsksForAcksWithinTheAckTimeout) {
   EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 512 * 1024), 0);
 }
 
+// Paced slower still, a packet leaves only after the ACK timeout: between two packets of the message nothing is in
+// flight, every packet sent is acknowledged, and the message is only part sent. The retransmit timer runs only while
+// a request sent awaits its answer; it used to run while a message was part sent, and fired between the packets:
+// a timeout and a lost retry per packet, with nothing lost.
+TEST(CongestionWire, ATimerRunsOnlyWhileARequestAwaitsItsAnswer) {
+  RcQpAttributes attrs = dcqcn_attributes();
+  attrs.ack_timeout = 8;  // 1.05 ms
+  // The first CNP sets 4 Mb/s (a 1 KiB packet every ~2 ms), and the rate stays there.
+  attrs.dcqcn.min_rate_mbps = 4;
+  attrs.dcqcn.rate_to_set_on_first_cnp_mbps = 4;
+  attrs.dcqcn.time_reset_ns = 4'000'000'000;
+  attrs.dcqcn.byte_reset = 1U << 30;
+  SimNetwork net(attrs);
+  net.tamper = [](std::vector<uint8_t>& f, bool a_to_b) {
+    if (a_to_b) mark_congestion_experienced(f);
+  };
+  Region& src = net.a().add_region(1 << 20, 0, 0x5D);
+  Region& dst = net.b().add_region(1 << 20, kAccessRemoteWrite);
+  // A first WRITE brings the CNP that sets the rate; the long one leaves paced.
+  ASSERT_TRUE(net.a().post_send(write_of(src, dst, 1024, 255)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1 && net.a().qp.rate().limited(); }));
+  const uint64_t start = net.now();
+  ASSERT_TRUE(net.a().post_send(write_of(src, dst, 64 * 1024, 0)));
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 2; }));
+  EXPECT_GT(net.now() - start, 63 * ack_timeout_ns(attrs.ack_timeout)) << "the packets left a timeout apart or more";
+  const RcCounters& rp = net.a().qp.counters();
+  EXPECT_EQ(rp.local_ack_timeout_err, 0u);
+  EXPECT_EQ(rp.retransmitted_packets, 0u);
+  for (const Completion& c : net.a().send_completions) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 64 * 1024), 0);
+}
+
 TEST(CongestionWire, WithoutMarksThereAreNoCnpsAndNoPacing) {
   SimNetwork net(dcqcn_attributes());
   Region& src = net.a().add_region(1 << 20, 0);
