@@ -123,15 +123,18 @@ RcQueuePair::PollResult RcQueuePair::poll(EngineContext& ctx) noexcept {
     tx_refused_ = false;
     return PollResult::kStarved;
   }
+  // Responses the pacer held back (answered none) wait for its deadline, as paced requests do.
+  const bool responses_move = qp_.has_responses() && !(answered == 0 && qp_.paced());
   // A QP in the error state flushes whatever is posted, which needs no packet: it stays busy until done.
-  if (sent != 0 || answered != 0 || qp_.has_responses() || qp_.state() == proto::QpState::kError) {
-    const bool more =
-        sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses();
+  if (sent != 0 || answered != 0 || responses_move || qp_.state() == proto::QpState::kError) {
+    const bool more = sent != 0 || answered != 0 || qp_.has_unsent_work() || qp_.has_outstanding() || responses_move;
     return more ? PollResult::kBusy : PollResult::kIdle;
   }
   // Nothing moved: whatever is posted waits behind a window (outstanding PSNs, READ credits, a fence, an RNR
-  // wait) that only an incoming packet or a deadline opens, or the requests in flight wait for their ACKs.
-  return qp_.has_unsent_work() || qp_.has_outstanding() ? PollResult::kWaiting : PollResult::kIdle;
+  // wait) that only an incoming packet or a deadline opens, or the requests in flight wait for their ACKs, or the
+  // pacer holds responses until its deadline.
+  return qp_.has_unsent_work() || qp_.has_outstanding() || qp_.has_responses() ? PollResult::kWaiting
+                                                                               : PollResult::kIdle;
 }
 
 uint8_t* RcQueuePair::tx_begin(std::size_t length) {

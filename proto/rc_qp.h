@@ -156,6 +156,8 @@ class RcQp {
   }
   // True when the responder has READ responses, atomic ACKs or an ACK/NAK to send.
   [[nodiscard]] bool has_responses() const noexcept { return resp_head_ != resp_tail_ || ack_pending_ || cnp_pending_; }
+  // True when the DCQCN pacer held a packet back in the last transmit(): nothing moves before next_deadline_ns().
+  [[nodiscard]] bool paced() const noexcept { return pace_deadline_ns_ != 0; }
   // The reaction point's rate (DCQCN), for reports and tests.
   [[nodiscard]] const DcqcnRate& rate() const noexcept { return rate_; }
 
@@ -187,6 +189,7 @@ class RcQp {
   void execute_local(uint32_t index) noexcept;
   void retire_local_operations() noexcept;
   [[nodiscard]] bool may_send_packet() noexcept;
+  [[nodiscard]] bool pacer_allows() noexcept;
   std::size_t send_packet(const SendWqe& w, WqeProgress& pr) noexcept;
   void retire_read(WqeProgress& pr) noexcept;
   void flush_posted() noexcept;
@@ -266,7 +269,7 @@ class RcQp {
   [[nodiscard]] uint8_t resource_limit() const noexcept;
   bool claim_resource(Psn psn) noexcept;
   uint8_t save_resource(const Resource& r) noexcept;
-  bool send_read_response(PendingResponse& pr) noexcept;
+  std::size_t send_read_response(PendingResponse& pr) noexcept;
   bool send_atomic_ack(const PendingResponse& pr) noexcept;
   bool send_ack(Psn psn, AethSyndrome syndrome) noexcept;
   void request_ack(Psn psn, AethSyndrome syndrome) noexcept;

@@ -155,6 +155,12 @@ unsigned RcQp::send(unsigned budget) noexcept {
 // left it) and the DCQCN pacer (rocev2.md §7). A QP held by either waits for an ACK, or for pace_deadline_ns_.
 bool RcQp::may_send_packet() noexcept {
   if (window_packets_ != 0 && distance(next_psn_, unacked_psn_) >= static_cast<int32_t>(window_packets_)) return false;
+  return pacer_allows();
+}
+
+// The DCQCN pacer alone: whether the QP's rate lets a packet out now. Requests and READ responses pass it (the
+// reaction point limits the QP's data whichever way it flows, rocev2.md §7.1); a held one sets pace_deadline_ns_.
+bool RcQp::pacer_allows() noexcept {
   if (!rate_.limited()) [[likely]]
     return true;
   pace_now_ns_ = env_->now_ns();  // charged by on_sent() with the same reading: one clock read per packet

@@ -527,7 +527,8 @@ void RcQp::on_duplicate(const ParsedPacket& p) noexcept {
   ++counters_.resp_duplicate_unmatched;  // no saved request matches: drop silently
 }
 
-bool RcQp::send_read_response(PendingResponse& pr) noexcept {
+// Returns the frame's length, or 0 when there was no buffer for it (backpressure: nothing changed).
+std::size_t RcQp::send_read_response(PendingResponse& pr) noexcept {
   const Resource& r = resources_[pr.resource];
   const uint32_t mtu = attrs_.path_mtu;
   const uint32_t length = std::min(mtu, r.length - pr.offset);
@@ -539,7 +540,7 @@ bool RcQp::send_read_response(PendingResponse& pr) noexcept {
                     : last        ? Opcode::kRcRdmaReadResponseLast
                                   : Opcode::kRcRdmaReadResponseMiddle;
   uint8_t* out = env_->tx_begin(headers_.frame_length(op, length));
-  if (out == nullptr) return false;
+  if (out == nullptr) return 0;
   const auto st = headers_.stamp(out, op, length, pr.next_psn, 0);
   if (opcode_info(op).carries(ExtHeader::kAeth)) {
     const MutView<Aeth> aeth{st.ext};
@@ -563,7 +564,7 @@ bool RcQp::send_read_response(PendingResponse& pr) noexcept {
   env_->tx_commit(st.frame_length);
   pr.offset += length;
   pr.next_psn += 1;
-  return true;
+  return st.frame_length;
 }
 
 bool RcQp::send_atomic_ack(const PendingResponse& pr) noexcept {
@@ -613,9 +614,21 @@ unsigned RcQp::respond(unsigned budget) noexcept {
   while (sent < budget && resp_head_ != resp_tail_) {
     PendingResponse& pr = responses_[resp_head_ % responses_.size()];
     const Resource& r = resources_[pr.resource];
-    if (!(r.atomic ? send_atomic_ack(pr) : send_read_response(pr))) {
-      ++counters_.tx_backpressure;
-      return sent;
+    if (r.atomic) {
+      if (!send_atomic_ack(pr)) {
+        ++counters_.tx_backpressure;
+        return sent;
+      }
+    } else {
+      // READ response data is the QP's data as much as its requests are: a paced QP's responses wait for the
+      // pacer too (pace_deadline_ns_ wakes the QP), and each is charged to the rate.
+      if (!pacer_allows()) return sent;
+      const std::size_t frame_length = send_read_response(pr);
+      if (frame_length == 0) {
+        ++counters_.tx_backpressure;
+        return sent;
+      }
+      if (rate_.limited()) rate_.on_sent(static_cast<uint32_t>(frame_length), pace_now_ns_);
     }
     ++sent;
     if (r.atomic || pr.offset >= r.length) {  // a zero-length READ is done after its one ONLY

@@ -412,6 +412,39 @@ TEST(CongestionWire, ATimerRunsOnlyWhileARequestAwaitsItsAnswer) {
   EXPECT_EQ(std::memcmp(dst.bytes.data(), src.bytes.data(), 64 * 1024), 0);
 }
 
+// The reaction point rate-limits the QP's data whichever way it flows (rocev2.md §7.1): READ responses too. Here
+// the responses B sends are CE-marked, A's CNPs cut B's rate, and B's responses leave paced. (They used to leave at
+// line rate whatever the CNPs said: an NVMe-oF target READing its hosts' write data saw no congestion control.)
+TEST(CongestionWire, ReadResponsesArePacedByTheRespondersRate) {
+  SimNetwork net(dcqcn_attributes());
+  net.tamper = [](std::vector<uint8_t>& f, bool a_to_b) {
+    if (!a_to_b) mark_congestion_experienced(f);
+  };
+  Region& sink = net.a().add_region(1 << 20, kAccessLocalWrite);
+  Region& source = net.b().add_region(1 << 20, kAccessRemoteRead, 0x6E);
+  for (uint64_t i = 0; i < 16; ++i) {
+    SendWqe w;
+    w.context = i;
+    w.op = WorkOp::kRdmaRead;
+    w.flags = kWqeSignaled;
+    w.num_sge = 1;
+    w.sge[0] = Sge{sink.addr(i * 64 * 1024), 64 * 1024, LocalToken{sink.key}};
+    w.length = 64 * 1024;
+    w.remote_addr = source.addr(i * 64 * 1024);
+    w.rkey = RemoteToken{source.key};
+    ASSERT_TRUE(net.a().post_send(w));
+  }
+  ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 16; }));
+  const RcCounters& np = net.a().qp.counters();
+  const RcCounters& rp = net.b().qp.counters();
+  EXPECT_GE(np.np_cnp_sent, 2u);
+  EXPECT_LE(np.np_cnp_sent - rp.rp_cnp_handled, 1u) << "all but the last, which may still be on its way";
+  EXPECT_GT(rp.tx_paced, 0u) << "B's READ responses waited for its pacer";
+  EXPECT_LT(net.b().qp.rate().current_mbps(), 10'000u);
+  for (const Completion& c : net.a().send_completions) EXPECT_EQ(c.status, CompletionStatus::kSuccess);
+  EXPECT_EQ(std::memcmp(sink.bytes.data(), source.bytes.data(), 1 << 20), 0);
+}
+
 TEST(CongestionWire, WithoutMarksThereAreNoCnpsAndNoPacing) {
   SimNetwork net(dcqcn_attributes());
   Region& src = net.a().add_region(1 << 20, 0);
