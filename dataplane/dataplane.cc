@@ -8,6 +8,7 @@
 #include <arpa/inet.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
+#include <rte_log.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 #include <rte_ring.h>
@@ -178,7 +179,15 @@ void Dataplane::stop() {
   }
   stop_engines();
   // Engines are stopped: the rings below have no producer or consumer left.
-  if (capture_) capture_->close();
+  if (capture_) {
+    capture_->close();
+    // Control path, once: a full disk (or a removed medium) leaves the capture cut short, which its reader
+    // cannot tell from a quiet link.
+    if (const uint64_t failed = capture_->write_errors(); failed != 0) {
+      RTE_LOG(WARNING, USER1, "uroce: capture.pcapng_path '%s': %lu writes failed: the capture is incomplete\n",
+              config_.capture.pcapng_path.c_str(), static_cast<unsigned long>(failed));
+    }
+  }
   for (auto& row : redirect_)
     for (rte_ring*& ring : row) free_ring(ring);
   for (rte_ring*& ring : mailboxes_) free_ring(ring);

@@ -7,8 +7,10 @@
 #include <ctime>
 #include <system_error>
 
+#include <fcntl.h>
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
+#include <unistd.h>
 
 namespace uroce::dataplane {
 
@@ -147,9 +149,20 @@ Result<std::unique_ptr<PcapngWriter>> PcapngWriter::open(const std::string& path
                                                          const std::vector<std::string>& interfaces,
                                                          uint32_t snap_length, std::size_t engines) {
   std::unique_ptr<PcapngWriter> w(new PcapngWriter());
-  w->file_ = std::fopen(path.c_str(), "wb");
-  if (w->file_ == nullptr)
-    return Status::error("capture.pcapng_path '" + path + "': " + std::generic_category().message(errno));
+  // The capture holds payload bytes: readable by its owner only (0600), and never through a symbolic link, which
+  // in a shared directory such as /tmp would let another user point a root process's capture at any file.
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int e = errno;
+    return Status::error("capture.pcapng_path '" + path +
+                         "': " + (e == ELOOP ? std::string("is a symbolic link") : std::generic_category().message(e)));
+  }
+  w->file_ = ::fdopen(fd, "wb");
+  if (w->file_ == nullptr) {
+    const int e = errno;
+    ::close(fd);
+    return Status::error("capture.pcapng_path '" + path + "': " + std::generic_category().message(e));
+  }
   std::setvbuf(w->file_, nullptr, _IOFBF, std::size_t{1} << 20);
   for (std::size_t e = 0; e < engines; ++e) w->rings_.push_back(std::make_unique<CaptureRing>(kRingBytes, snap_length));
 
@@ -197,7 +210,7 @@ void PcapngWriter::run() {
   // to the final drain below.
   while (!stop_requested_.load(std::memory_order_acquire)) {
     if (!drain_all()) {
-      std::fflush(file_);  // idle: make what we have readable
+      if (std::fflush(file_) != 0) write_errors_.fetch_add(1, std::memory_order_relaxed);  // idle: make it readable
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }

@@ -139,7 +139,8 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
     if (*peer.local_port >= dataplane_.port_count())
       return Status::error("no port " + std::to_string(*peer.local_port));
     // The engine reads the port only once the QP is connected (tx_commit): the connect
-    // command below publishes this store to it.
+    // command below publishes this store to it. report_qp() reads it too, on the engine under mutex_.
+    const std::lock_guard lock(mutex_);
     qp.setup_.port = *peer.local_port;
   }
   const Port& port = dataplane_.port(qp.setup().port);
@@ -189,8 +190,11 @@ Status RcTransport::connect(RcQueuePair& qp, const RcPeer& peer, const proto::Rc
     return Status::error("port " + port.name + " MTU " + std::to_string(port.mtu) + " cannot carry path MTU " +
                          std::to_string(attrs.path_mtu));
   }
-  qp.peer_ = peer;
-  qp.peer_->mac = mac;  // as resolved: what the QP's packets go to (its report shows it)
+  {
+    const std::lock_guard lock(mutex_);  // report_qp() reads them under it
+    qp.peer_ = peer;
+    qp.peer_->mac = mac;  // as resolved: what the QP's packets go to (its report shows it)
+  }
   return dataplane_.engine(engine_of(qp.qpn())).call([&](EngineContext& ctx) {
     qp.ctx_ = &ctx;
     qp.qp_.connect(attrs, headers, qp.setup().send_queue->data(), qp.setup().send_queue->capacity(), &qp);

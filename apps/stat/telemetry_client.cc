@@ -2,11 +2,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <utility>
 
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -14,7 +16,6 @@ namespace uroce::stat {
 
 namespace {
 
-constexpr const char* kRuntimeDirectory = "/var/run/dpdk";
 constexpr const char* kSocketName = "dpdk_telemetry.v2";
 constexpr int kMaxDepth = 16;  // containers inside containers; telemetry answers nest two levels
 
@@ -25,11 +26,25 @@ std::optional<std::string> read_message(int fd, std::size_t capacity, std::strin
   std::string buffer(capacity + 1, '\0');
   const ssize_t n = ::read(fd, buffer.data(), buffer.size());
   if (n <= 0) {
-    error = n == 0 ? "the process closed the telemetry connection" : "reading the telemetry socket: " + errno_text();
+    if (n == 0) {
+      error = "the process closed the telemetry connection";
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      error = "the process did not answer in time (stopped or hung?)";
+    } else {
+      error = "reading the telemetry socket: " + errno_text();
+    }
     return std::nullopt;
   }
   buffer.resize(static_cast<std::size_t>(n));
   return buffer;
+}
+
+// Where DPDK keeps a process's runtime directory (eal_create_runtime_dir, and dpdk-telemetry.py): /var/run/dpdk for
+// root, else $XDG_RUNTIME_DIR/dpdk, or /tmp/dpdk without it. uroce-stat finds the processes of its own user.
+std::string runtime_directory() {
+  if (::geteuid() == 0) return "/var/run/dpdk";
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");  // NOLINT(concurrency-mt-unsafe): nothing sets the environment
+  return std::string(xdg != nullptr && *xdg != '\0' ? xdg : "/tmp") + "/dpdk";
 }
 
 }  // namespace
@@ -63,7 +78,7 @@ std::string dump_json(const Json& value) {
 }
 
 std::string telemetry_socket_path(const std::string& file_prefix) {
-  return std::string(kRuntimeDirectory) + "/" + file_prefix + "/" + kSocketName;
+  return runtime_directory() + "/" + file_prefix + "/" + kSocketName;
 }
 
 namespace {
@@ -80,7 +95,7 @@ bool socket_accepts(const std::filesystem::path& path) {
 std::vector<std::string> find_file_prefixes(const std::string& prefix_start) {
   std::vector<std::string> prefixes;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(kRuntimeDirectory, ec)) {
+  for (const auto& entry : std::filesystem::directory_iterator(runtime_directory(), ec)) {
     const std::string name = entry.path().filename().string();
     if (name.starts_with(prefix_start) && socket_accepts(entry.path() / kSocketName)) prefixes.push_back(name);
   }
@@ -88,7 +103,8 @@ std::vector<std::string> find_file_prefixes(const std::string& prefix_start) {
   return prefixes;
 }
 
-std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socket_path, std::string& error) {
+std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socket_path, std::string& error,
+                                                        std::chrono::milliseconds answer_timeout) {
   sockaddr_un address{};
   address.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof(address.sun_path)) {
@@ -102,6 +118,9 @@ std::optional<TelemetryClient> TelemetryClient::connect(const std::string& socke
     return std::nullopt;
   }
   TelemetryClient client(fd);
+  const timeval timeout{static_cast<time_t>(answer_timeout.count() / 1000),
+                        static_cast<suseconds_t>(answer_timeout.count() % 1000 * 1000)};
+  (void)::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   if (::connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) != 0) {
     error = "cannot connect to " + socket_path + ": " + errno_text() +
             " (is the uroce process running, with this --file-prefix, and are you root?)";

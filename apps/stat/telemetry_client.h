@@ -3,6 +3,7 @@
 // ("/uroce/engine,0") with one JSON object {"<command>": <data>}. No DPDK needed on this side.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -33,7 +34,11 @@ using Json = nlohmann::json;
 class TelemetryClient {
  public:
   // Connects and reads the greeting; an error says what failed and what to check.
-  [[nodiscard]] static std::optional<TelemetryClient> connect(const std::string& socket_path, std::string& error);
+  // Every answer (the greeting and each query's) must come within `answer_timeout`: a process that accepts but
+  // never answers (stopped, hung) is given up on with an error saying so.
+  [[nodiscard]] static std::optional<TelemetryClient> connect(
+      const std::string& socket_path, std::string& error,
+      std::chrono::milliseconds answer_timeout = std::chrono::seconds(5));
   TelemetryClient(TelemetryClient&& other) noexcept;
   TelemetryClient& operator=(TelemetryClient&& other) noexcept;
   TelemetryClient(const TelemetryClient&) = delete;

@@ -17,7 +17,8 @@ using uroce::stat::Section;
 constexpr const char* kUsage =
     "Usage: uroce-stat [OPTIONS] [ports|engines|qps|counters]...\n"
     "Shows a running uroce process's ports, engines and QPs, read through its DPDK telemetry socket\n"
-    "(/var/run/dpdk/<file-prefix>/dpdk_telemetry.v2). With no section: ports, engines and qps.\n"
+    "(/var/run/dpdk/<file-prefix>/dpdk_telemetry.v2 for root's processes, $XDG_RUNTIME_DIR/dpdk/... or\n"
+    "/tmp/dpdk/... for another user's, as DPDK puts them). With no section: ports, engines and qps.\n"
     "  ports      name, driver, steering (rte_flow or rss), MTU, packets, bytes, device drops\n"
     "  engines    busy share, packets, drops, redirects between engines, mempool use\n"
     "  qps        like `rdma resource show qp`: QPNs, state, peer, PSNs, retransmissions, RNR and NAK counts\n"
@@ -67,8 +68,10 @@ Options parse_options(int argc, char** argv) {
       const std::string v = value();
       char* end = nullptr;
       o.watch_seconds = std::strtod(v.c_str(), &end);
-      if (end == v.c_str() || *end != '\0' || !(o.watch_seconds > 0))
-        fail("--watch takes a number of seconds above 0, got '" + v + "'");
+      // Each interval queries every engine through its mailbox: not faster than 100 per second, and not so long
+      // that the sleep's conversion overflows.
+      if (end == v.c_str() || *end != '\0' || !(o.watch_seconds >= 0.01 && o.watch_seconds <= 86400))
+        fail("--watch takes a number of seconds from 0.01 to 86400, got '" + v + "'");
     } else if (a == "-c" || a == "--count") {
       const std::string v = value();
       char* end = nullptr;
@@ -98,9 +101,9 @@ std::string socket_path(const Options& o) {
   if (!o.file_prefix.empty()) return uroce::stat::telemetry_socket_path(o.file_prefix);
   const std::vector<std::string> prefixes = uroce::stat::find_file_prefixes("uroce");
   if (prefixes.empty()) {
-    fail(
-        "no running uroce process found (no /var/run/dpdk/uroce*/dpdk_telemetry.v2 that accepts a connection); "
-        "give --file-prefix if its eal.file_prefix does not start with 'uroce'");
+    fail("no running uroce process found (no " + uroce::stat::telemetry_socket_path("uroce*") +
+         " that accepts a connection); "
+         "give --file-prefix if its eal.file_prefix does not start with 'uroce'");
   }
   if (prefixes.size() > 1) {
     std::string list;

@@ -1,7 +1,13 @@
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <vector>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dataplane/pcapng_writer.h"
 
@@ -48,6 +54,35 @@ TEST(PcapngFormat, BlocksAreWellFormed) {
   const std::size_t options = epb + 28 + 64;    // 61 bytes padded to 64
   EXPECT_EQ(u32(b, options), 2u | (4u << 16));  // epb_flags, length 4
   EXPECT_EQ(u32(b, options + 4), 2u);           // outbound
+}
+
+// The capture holds payload bytes: a new file is its owner's only (0600), and a symbolic link in its place (another
+// user's, in a shared directory such as /tmp) is refused rather than followed to truncate whatever it points at.
+TEST(PcapngWriterOpen, MakesAPrivateFileAndRefusesASymbolicLink) {
+  std::string dir = ::testing::TempDir() + "pcapng_open.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string capture = dir + "/capture.pcapng";
+  const mode_t old_umask = ::umask(0);
+  auto opened = PcapngWriter::open(capture, {"a"}, 256, 1);
+  ::umask(old_umask);
+  ASSERT_TRUE(opened.ok()) << opened.error();
+  opened.value()->close();
+  struct stat st {};
+  ASSERT_EQ(::stat(capture.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  const std::string victim = dir + "/victim";
+  std::ofstream(victim) << "keep me";
+  const std::string link = dir + "/link.pcapng";
+  ASSERT_EQ(::symlink(victim.c_str(), link.c_str()), 0);
+  auto refused = PcapngWriter::open(link, {"a"}, 256, 1);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.error(), "capture.pcapng_path '" + link + "': is a symbolic link");
+  std::string kept;
+  std::getline(std::ifstream(victim), kept);
+  EXPECT_EQ(kept, "keep me");
+  for (const std::string& f : {capture, victim, link}) ::unlink(f.c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace

@@ -3,10 +3,43 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "apps/stat/telemetry_client.h"
+
 namespace uroce::stat {
 namespace {
 
 using ::testing::HasSubstr;
+
+// A process that accepts the connection but never answers (stopped with SIGSTOP, or hung) used to hang uroce-stat
+// in its first read for ever; it now gives up with an error that says so.
+TEST(TelemetryClient, AProcessThatNeverAnswersIsGivenUpOn) {
+  std::string dir = ::testing::TempDir() + "stat_timeout.XXXXXX";
+  ASSERT_NE(::mkdtemp(dir.data()), nullptr);
+  const std::string path = dir + "/dpdk_telemetry.v2";
+  const int server = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  ASSERT_GE(server, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof(address.sun_path));
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  ASSERT_EQ(::bind(server, reinterpret_cast<const sockaddr*>(&address), sizeof(address)), 0);
+  ASSERT_EQ(::listen(server, 4), 0);  // connections queue; none is accepted, no greeting is ever sent
+  std::string error;
+  const auto client = TelemetryClient::connect(path, error, std::chrono::milliseconds(200));
+  EXPECT_FALSE(client.has_value());
+  EXPECT_THAT(error, HasSubstr("did not answer in time"));
+  ::close(server);
+  ::unlink(path.c_str());
+  ::rmdir(dir.c_str());
+}
 
 TEST(TelemetryJson, ParsesWhatTelemetryWritesWithExactCounters) {
   const auto j = parse_telemetry_json(
