@@ -85,7 +85,6 @@ constexpr NamedCounter<T> kTransportCounters[] = {
     {"rx_pkey_mismatch", &T::rx_pkey_mismatch},
     {"rx_wrong_transport", &T::rx_wrong_transport},
     {"rx_path_mismatch", &T::rx_path_mismatch},
-    {"ack_deferred", &T::ack_deferred},
     {"np_cnp_sent", &T::np_cnp_sent},
     {"rp_cnp_handled", &T::rp_cnp_handled},
     {"np_ecn_marked_roce_packets", &T::np_ecn_marked_roce_packets},

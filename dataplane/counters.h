@@ -72,7 +72,6 @@ struct TransportCounters {
   Counter rx_pkey_mismatch;              // BTH P_Key is not the QP's
   Counter rx_wrong_transport;            // another transport's opcode at an RC QP
   Counter rx_path_mismatch;              // not from the connected peer's address to ours
-  Counter ack_deferred;                  // responder: ACK coalesced (rxe)
   // Congestion control (mlx5's names; rp_cnp_ignored as mlx5 counts CNPs it does not act on).
   Counter np_cnp_sent;                 // CNPs sent for CE-marked packets
   Counter rp_cnp_handled;              // CNPs that reached a rate-controlled QP

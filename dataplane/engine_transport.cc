@@ -118,7 +118,7 @@ bool EngineTransport::poll(void* self, EngineContext& ctx) {
     RcQueuePair* qp = et.active_[i];
     const PollResult r = qp->poll(ctx);
     if (r == PollResult::kBusy) {
-      if (sync_busy) qp->sync_counters(ctx.counters().transport);
+      if (sync_busy) qp->sync_counters(ctx.counters());
       worked = true;
       ++i;
       continue;
@@ -157,7 +157,7 @@ bool EngineTransport::go_quiet(RcQueuePair& qp, EngineContext& ctx) noexcept {
     case PollResult::kIdle:
       break;
   }
-  qp.sync_counters(ctx.counters().transport);  // exact whenever the QP leaves the list
+  qp.sync_counters(ctx.counters());  // exact whenever the QP leaves the list
   qp.active = false;
   return false;
 }

@@ -372,13 +372,17 @@ void RcQueuePair::flush_receives() {
 
 // Adds what the QP counted since the last sync to the engine's transport counters
 // (exported through telemetry under the rxe/mlx5 names).
-void RcQueuePair::sync_counters(TransportCounters& t) noexcept {
+void RcQueuePair::sync_counters(EngineCounters& engine) noexcept {
+  TransportCounters& t = engine.transport;
   const proto::RcCounters& now = qp_.counters();
   proto::RcCounters& was = synced_;
   const auto add = [](Counter& c, uint64_t current, uint64_t& previous) {
     c.add(current - previous);
     previous = current;
   };
+  // A deferred ICRC that failed where the payload was placed: an ICRC error like those parse_packet() finds, under
+  // the same name (rx_icrc_encapsulated).
+  add(engine.rx_drop[static_cast<std::size_t>(proto::ParseError::kBadIcrc)], now.rx_icrc_errors, was.rx_icrc_errors);
   add(t.out_of_sequence, now.out_of_sequence, was.out_of_sequence);
   add(t.duplicate_request, now.duplicate_request, was.duplicate_request);
   add(t.packet_seq_err, now.packet_seq_err, was.packet_seq_err);

@@ -221,7 +221,7 @@ Status RcTransport::destroy_qp(RcQueuePair* qp) {
   s = dataplane_.engine(e).call([&](EngineContext& ctx) {
     qp->ctx_ = &ctx;
     qp->flush_for_close();
-    qp->sync_counters(ctx.counters().transport);
+    qp->sync_counters(ctx.counters());
     engines_[e]->forget(*qp, ctx);
   });
   if (!s.ok()) return s;

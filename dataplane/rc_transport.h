@@ -115,7 +115,7 @@ class RcQueuePair final : public proto::RcEnv {
   // ringer's SQ tail is visible to the poll that follows.
   void release_doorbell() noexcept { doorbell_pending_.exchange(false, std::memory_order_acq_rel); }
   bool active = false;  // on the engine's active list or its port's starved queue (engine only)
-  void sync_counters(TransportCounters& engine_counters) noexcept;
+  void sync_counters(EngineCounters& engine_counters) noexcept;
 
   // Any thread: asks the engine to move the QP to the error state (NdkFlush): everything
   // posted, and everything posted later, completes flushed. Lock-free; takes effect on the

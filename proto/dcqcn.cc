@@ -6,7 +6,7 @@ namespace uroce::proto {
 
 namespace {
 
-constexpr uint32_t kMaxEventsPerAdvance = 64;  // bounded work per call; 64 hyper increases reach any line rate
+constexpr uint32_t kMaxEventsPerAdvance = 64;  // one by one per call; the timer's further ones in closed form
 
 uint64_t mul_q32(uint64_t a, uint64_t b) noexcept {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(a) * b) >> 32);
@@ -90,11 +90,35 @@ void DcqcnRate::advance(uint64_t now_ns) noexcept {
   if (now_ns - timer_start_ns_ >= period) {
     const uint64_t expiries = (now_ns - timer_start_ns_) / period;
     timer_start_ns_ += expiries * period;
-    for (uint64_t i = 0; i < std::min<uint64_t>(expiries, kMaxEventsPerAdvance) && limited_; ++i) {
+    const uint64_t one_by_one = std::min<uint64_t>(expiries, kMaxEventsPerAdvance);
+    for (uint64_t i = 0; i < one_by_one && limited_; ++i) {
       ++timer_count_;
       increase();
     }
+    if (limited_ && expiries > one_by_one) increase_by_timer_over(expiries - one_by_one);
   }
+}
+
+// The timer's increase events past the first kMaxEventsPerAdvance of one advance (a QP quiet for longer than 64
+// periods T), in closed form: they count as much as one by one would, or the QP would stay throttled long after
+// the congestion ended. By then R_C has caught R_T up (each event halves their gap), so R_C takes R_T, which grows
+// by one step per event: R_AI, or R_HAI times the hyper stage (its step once the timer's count passed the byte
+// counter's, which a quiet QP keeps; a lower bound before that).
+void DcqcnRate::increase_by_timer_over(uint64_t events) noexcept {
+  const uint32_t f = p_.threshold;
+  timer_count_ = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{timer_count_} + events, UINT32_MAX));
+  uint64_t step = 0;
+  if (timer_count_ >= f && byte_count_ >= f) {
+    step = uint64_t{std::min(timer_count_, byte_count_) - f + 1} * p_.hai_rate_mbps;
+  } else if (timer_count_ >= f) {
+    step = p_.ai_rate_mbps;
+  }
+  // events < 2^64 / period and step < 2^32 * 2^32: the product is computed saturated against the line rate.
+  const uint64_t room = p_.max_rate_mbps - std::min<uint64_t>(target_mbps_, p_.max_rate_mbps);
+  const uint64_t gain = step == 0 ? 0 : (events >= room / step + 1 ? room : events * step);
+  target_mbps_ = static_cast<uint32_t>(std::min<uint64_t>(uint64_t{target_mbps_} + gain, p_.max_rate_mbps));
+  set_rate(std::max(target_mbps_, current_mbps_));
+  if (current_mbps_ >= p_.max_rate_mbps) limited_ = false;  // back at line rate: the limiter is off
 }
 
 // One increase event: fast recovery towards R_T while both stage counters are below F, additive increase of R_T

@@ -63,6 +63,7 @@ class DcqcnRate {
  private:
   void advance(uint64_t now_ns) noexcept;
   void increase() noexcept;
+  void increase_by_timer_over(uint64_t events) noexcept;
   void set_rate(uint32_t mbps) noexcept;
 
   DcqcnParameters p_{};

@@ -45,6 +45,29 @@ TEST(Dcqcn, AFirstCnpCutsTheRateByAlphaOverTwo) {
   EXPECT_NEAR(r.current_mbps(), 5004, 1);
 }
 
+// A QP quiet for a long time after congestion: each rate-increase period T that passed is an increase event, however
+// many passed before the QP next sends (only the first 64 of one advance used to count: a QP quiet for a second
+// came back 64 additive steps, 320 Mb/s here, above where the congestion had left it).
+TEST(Dcqcn, AQuietQpRecoversByEveryTimerPeriodThatPassed) {
+  DcqcnParameters p = ten_gig();
+  p.min_rate_mbps = 10;
+  DcqcnRate r(p);
+  uint64_t t = 1'000'000;
+  for (int i = 0; i < 40; ++i) r.on_cnp(t += 4 * kUs);
+  ASSERT_LT(r.current_mbps(), 100u);
+  // 2000 periods of T (300 us): additive steps of 5 Mb/s (R_AI) bring 10 Gb/s back within them.
+  EXPECT_TRUE(r.may_send(t + 2000 * 300 * kUs));
+  EXPECT_FALSE(r.limited()) << "still at " << r.current_mbps() << " Mb/s";
+  // Fewer periods bring back what they should, and no more: 200 steps of 5 Mb/s from where the cut left it.
+  DcqcnRate s(p);
+  t = 1'000'000;
+  for (int i = 0; i < 40; ++i) s.on_cnp(t += 4 * kUs);
+  const uint32_t cut = s.target_mbps();
+  (void)s.may_send(t + 200 * 300 * kUs + 1);
+  EXPECT_TRUE(s.limited());
+  EXPECT_NEAR(s.target_mbps(), cut + (200 - p.threshold) * p.ai_rate_mbps, 2 * p.ai_rate_mbps);
+}
+
 TEST(Dcqcn, CnpsInsideTheMonitorPeriodCutOnce) {
   DcqcnRate r(ten_gig());
   const uint64_t t = 1'000'000;
