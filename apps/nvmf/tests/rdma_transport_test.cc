@@ -116,6 +116,7 @@ class RdmaTransportTest : public ApiTest {
         ndk::STATUS_PENDING);
     return c;
   }
+  TransportCounters two_queues_then_no_resources(const TargetLimits& limits);
   // Polls the target until it answered the REQ of `c`: the NVMe RDMA reject code (struct nvme_rdma_cm_rej's sts),
   // or nothing if it accepted.
   std::optional<RdmaCmReject> answer(ndk::Connector* c, apps::Request& connected) {
@@ -362,31 +363,39 @@ TEST_F(RdmaTransportTest, AQueueWithoutFabricsConnectIsClosedAfterTheTimeout) {
   disconnect(with_controller);
 }
 
+// Two queues of one host, then a third REQ: answered NO_RSC (with the counters at that moment returned); once the
+// first queue has closed, a fourth REQ is accepted again.
+TransportCounters RdmaTransportTest::two_queues_then_no_resources(const TargetLimits& limits) {
+  start_target(limits);
+  ndk::Connector* first = connect_host(player(), 2);
+  ndk::Connector* second = connect_host(player(), 2);
+  EXPECT_NE(first, nullptr);
+  EXPECT_NE(second, nullptr);
+  apps::Request connecting;
+  ndk::Connector* third = send_request(player(), connecting);
+  EXPECT_EQ(answer(third, connecting), RdmaCmReject::kNoResources);
+  const TransportCounters at_rejection = transport_->counters();
+  third->NdkCloseConnector(nullptr, nullptr);
+
+  disconnect(first);
+  EXPECT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
+  ndk::Connector* fourth = connect_host(player(), 2);
+  EXPECT_NE(fourth, nullptr) << "room again once a queue has closed";
+  EXPECT_EQ(transport_->counters().queues_accepted, 3u);
+  disconnect(second);
+  disconnect(fourth);
+  return at_rejection;
+}
+
 // Every queue holds a QP and its buffers, with a controller or not: the target holds at most limits.max_queues at
 // once (closing ones included) and answers a REQ beyond with NVME_RDMA_CM_NO_RSC. Once a queue has closed, a new one
 // is accepted again.
 TEST_F(RdmaTransportTest, RequestsBeyondMaxQueuesAreRejectedWithNoResources) {
   TargetLimits limits;
   limits.max_queues = 2;
-  start_target(limits);
-  ndk::Connector* first = connect_host(player(), 2);
-  ndk::Connector* second = connect_host(player(), 2);
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  apps::Request connecting;
-  ndk::Connector* third = send_request(player(), connecting);
-  EXPECT_EQ(answer(third, connecting), RdmaCmReject::kNoResources);
-  EXPECT_EQ(transport_->counters().queue_limit, 1u);
-  EXPECT_EQ(transport_->counters().queues_rejected, 1u);
-  third->NdkCloseConnector(nullptr, nullptr);
-
-  disconnect(first);
-  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
-  ndk::Connector* fourth = connect_host(player(), 2);
-  EXPECT_NE(fourth, nullptr) << "room again once a queue has closed";
-  EXPECT_EQ(transport_->counters().queues_accepted, 3u);
-  disconnect(second);
-  disconnect(fourth);
+  const TransportCounters c = two_queues_then_no_resources(limits);
+  EXPECT_EQ(c.queue_limit, 1u);
+  EXPECT_EQ(c.queues_rejected, 1u);
 }
 
 // One host address holds at most limits.max_queues_per_host queues, closing ones included, though the target has
@@ -396,24 +405,10 @@ TEST_F(RdmaTransportTest, AHostBeyondItsShareOfQueuesIsRejectedWithNoResources) 
   TargetLimits limits;
   limits.max_queues = 8;
   limits.max_queues_per_host = 2;
-  start_target(limits);
-  ndk::Connector* first = connect_host(player(), 2);
-  ndk::Connector* second = connect_host(player(), 2);
-  ASSERT_NE(first, nullptr);
-  ASSERT_NE(second, nullptr);
-  apps::Request connecting;
-  ndk::Connector* third = send_request(player(), connecting);
-  EXPECT_EQ(answer(third, connecting), RdmaCmReject::kNoResources);
-  EXPECT_EQ(transport_->counters().host_queue_limit, 1u);
-  EXPECT_EQ(transport_->counters().queue_limit, 0u) << "the target itself had room";
-  third->NdkCloseConnector(nullptr, nullptr);
-
-  disconnect(first);
-  ASSERT_TRUE(poll_target_until([&] { return transport_->counters().queues_closed == 1; }));
-  ndk::Connector* fourth = connect_host(player(), 2);
-  EXPECT_NE(fourth, nullptr) << "the host's share has room again once its queue has closed";
-  disconnect(second);
-  disconnect(fourth);
+  const TransportCounters c = two_queues_then_no_resources(limits);
+  EXPECT_EQ(c.host_queue_limit, 1u);
+  EXPECT_EQ(c.queue_limit, 0u) << "the target itself had room";
+  EXPECT_EQ(c.queues_rejected, 1u);
 }
 
 // A peer's CM REQs alone must not hold much memory: up to limits.max_queues queues wait for their Fabrics Connect
