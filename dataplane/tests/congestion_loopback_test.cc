@@ -31,8 +31,12 @@ struct IncastResult {
   uint64_t marked = 0, cnps_sent = 0, cnps_handled = 0, cnps_ignored = 0, paced = 0, ecn_marked_at_bottleneck = 0;
 };
 
-// Eight pairs, A_i on port a writing 8 x 32 KiB into B_i on port b, all of it through one bottleneck queue.
-IncastResult run_incast(config::Config c) {
+enum class Flow : uint8_t { kWrites, kReads };
+
+// Eight pairs, A_i on port a writing 8 x 32 KiB into B_i on port b, all of it through one bottleneck queue. With
+// kReads, B_i reads them from A_i instead: A_i's READ responses cross the bottleneck, two READs of each QP at once
+// (as much in flight as the WRITEs' cap allows them).
+IncastResult run_incast(config::Config c, Flow flow = Flow::kWrites) {
   c.faults.bottleneck.rate_mbps = 200;
   // Eight QPs with 64 KiB each in flight never fill a 1 MiB queue, so nothing is dropped: this test is about the
   // marks (and the queueing delay, 512 KiB at 200 Mb/s = 21 ms, stays below the 67 ms ACK timeout).
@@ -47,8 +51,10 @@ IncastResult run_incast(config::Config c) {
   constexpr uint32_t kWrites = 8;
   constexpr uint32_t kSize = 32 * 1024;
   std::vector<std::pair<Player*, Player*>> pairs;
+  proto::RcQpAttributes attrs;
+  attrs.max_rd_atomic = 2;
   for (int i = 0; i < kPairs; ++i) {
-    pairs.push_back(world.connected_pair(1024));
+    pairs.push_back(world.connected_pair(1024, attrs));
     if (pairs.back().first == nullptr) {
       ADD_FAILURE() << world.error();
       return {};
@@ -56,12 +62,16 @@ IncastResult run_incast(config::Config c) {
   }
   for (auto& [a, b] : pairs) {
     fill_pattern(a->buffer, std::size_t{kSize} * kWrites, static_cast<uint32_t>(a->qp()->qpn().value()));
-    a->post_writes(*b, kWrites, kSize);
+    if (flow == Flow::kReads) {
+      b->post_reads(*a, kWrites, kSize);
+    } else {
+      a->post_writes(*b, kWrites, kSize);
+    }
   }
   for (auto& [a, b] : pairs) {
-    const auto written = a->wait_send_successes(kWrites);
-    EXPECT_TRUE(written);
-    if (!written) return {};
+    const auto moved = (flow == Flow::kReads ? b : a)->wait_send_successes(kWrites);
+    EXPECT_TRUE(moved);
+    if (!moved) return {};
     EXPECT_EQ(std::memcmp(a->buffer.data(), b->buffer.data(), std::size_t{kSize} * kWrites), 0);
   }
   Dataplane& dp = world.dataplane();
@@ -92,6 +102,18 @@ TEST(CongestionLoopback, MarkedPacketsBringCnpsThatPaceTheSendersAndEveryByteLan
   EXPECT_EQ(r.cnps_handled, r.cnps_sent);  // each reached its sender, which has rate control
   EXPECT_EQ(r.cnps_ignored, 0u);
   EXPECT_GT(r.paced, 0u) << "no sender was ever held back by its DCQCN rate";
+}
+
+// READ responses are the QP's data as much as its requests (rocev2.md §7.1): B_i read from A_i, A_i's responses are
+// marked at the bottleneck, B_i's CNPs reach A_i, and A_i's responses wait for its DCQCN rate. (Responses used to
+// leave at line rate whatever the CNPs said.)
+TEST(CongestionLoopback, MarkedReadResponsesBringCnpsThatPaceTheResponders) {
+  const IncastResult r = run_incast(loopback_config(), Flow::kReads);
+  EXPECT_GT(r.ecn_marked_at_bottleneck, 0u) << "the queue never passed its marking threshold";
+  EXPECT_EQ(r.marked, r.ecn_marked_at_bottleneck);
+  EXPECT_GT(r.cnps_sent, 0u);
+  EXPECT_EQ(r.cnps_handled, r.cnps_sent);
+  EXPECT_GT(r.paced, 0u) << "no responder was ever held back by its DCQCN rate";
 }
 
 // The A/B half: with ECN off the switch marks nothing (a Not-ECT packet is never marked), so no CNP is sent and

@@ -122,6 +122,16 @@ class Player {
       post(w);
     }
   }
+  // `count` signalled READs of `length` bytes: WQE k reads offset k x length of `from`'s buffer into the same offset
+  // of this one, with context k.
+  void post_reads(const Player& from, uint32_t count, uint32_t length) {
+    for (uint32_t k = 0; k < count; ++k) {
+      proto::SendWqe w = send(proto::WorkOp::kRdmaRead, std::size_t{k} * length, length, k);
+      w.remote_addr = from.remote_addr(std::size_t{k} * length);
+      w.rkey = from.rkey();
+      post(w);
+    }
+  }
   // The next `count` send completions, each a success.
   ::testing::AssertionResult wait_send_successes(uint32_t count) {
     for (uint32_t k = 0; k < count; ++k) {
