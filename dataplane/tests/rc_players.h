@@ -115,20 +115,19 @@ class Player {
   // `count` signalled WRITEs of `length` bytes: WQE k from offset k x length of this buffer to the same offset of
   // `to`'s, with context k.
   void post_writes(const Player& to, uint32_t count, uint32_t length) {
-    for (uint32_t k = 0; k < count; ++k) {
-      proto::SendWqe w = send(proto::WorkOp::kRdmaWrite, std::size_t{k} * length, length, k);
-      w.remote_addr = to.remote_addr(std::size_t{k} * length);
-      w.rkey = to.rkey();
-      post(w);
-    }
+    post_transfers(proto::WorkOp::kRdmaWrite, to, count, length);
   }
   // `count` signalled READs of `length` bytes: WQE k reads offset k x length of `from`'s buffer into the same offset
   // of this one, with context k.
   void post_reads(const Player& from, uint32_t count, uint32_t length) {
+    post_transfers(proto::WorkOp::kRdmaRead, from, count, length);
+  }
+  // `count` signalled WRITEs or READs between offset k x length of this buffer and the same offset of `peer`'s.
+  void post_transfers(proto::WorkOp op, const Player& peer, uint32_t count, uint32_t length) {
     for (uint32_t k = 0; k < count; ++k) {
-      proto::SendWqe w = send(proto::WorkOp::kRdmaRead, std::size_t{k} * length, length, k);
-      w.remote_addr = from.remote_addr(std::size_t{k} * length);
-      w.rkey = from.rkey();
+      proto::SendWqe w = send(op, std::size_t{k} * length, length, k);
+      w.remote_addr = peer.remote_addr(std::size_t{k} * length);
+      w.rkey = peer.rkey();
       post(w);
     }
   }
