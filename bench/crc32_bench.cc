@@ -93,6 +93,7 @@ void crc32_uroce(benchmark::State& state, Crc32Impl impl) {
 BENCHMARK_CAPTURE(crc32_uroce, portable, Crc32Impl::kPortable)->Apply(sizes);
 BENCHMARK_CAPTURE(crc32_uroce, pclmul, Crc32Impl::kPclmul)->Apply(sizes);
 BENCHMARK_CAPTURE(crc32_uroce, vpclmul, Crc32Impl::kVpclmul)->Apply(sizes);
+BENCHMARK_CAPTURE(crc32_uroce, vpclmul256, Crc32Impl::kVpclmul256)->Apply(sizes);
 
 // The ICRC's own call shape (proto/icrc.cc): a 48-byte head (IPv4: 8 bytes for the LRH, IP, UDP, BTH) masked in
 // registers, then the rest of the packet, through crc32_ieee_masked_with. The tail lengths are the packets the
@@ -130,8 +131,10 @@ void icrc_shape(benchmark::State& state, Crc32Impl impl, bool chained) {
 }
 BENCHMARK_CAPTURE(icrc_shape, pclmul_throughput, Crc32Impl::kPclmul, false)->Apply(icrc_tails);
 BENCHMARK_CAPTURE(icrc_shape, vpclmul_throughput, Crc32Impl::kVpclmul, false)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_shape, vpclmul256_throughput, Crc32Impl::kVpclmul256, false)->Apply(icrc_tails);
 BENCHMARK_CAPTURE(icrc_shape, pclmul_latency, Crc32Impl::kPclmul, true)->Apply(icrc_tails);
 BENCHMARK_CAPTURE(icrc_shape, vpclmul_latency, Crc32Impl::kVpclmul, true)->Apply(icrc_tails);
+BENCHMARK_CAPTURE(icrc_shape, vpclmul256_latency, Crc32Impl::kVpclmul256, true)->Apply(icrc_tails);
 
 // What the engine runs: crc32_ieee_masked, whichever variant the dispatch picks.
 void icrc_dispatched(benchmark::State& state, bool chained) {
@@ -172,7 +175,7 @@ void verify_or_die() {
   for (const std::size_t len : kLengths) {
     const uint32_t want = zlib_crc(g_buffer.data(), len);
     check("uroce active", proto::crc32_ieee(0, g_buffer.data(), len), want, len);
-    for (const Crc32Impl impl : {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul}) {
+    for (const Crc32Impl impl : proto::kAllCrc32Impls) {
       if (!proto::crc32_impl_supported(impl)) continue;
       check("uroce " + std::string(proto::crc32_impl_name(impl)), proto::crc32_ieee_with(impl, 0, g_buffer.data(), len),
             want, len);

@@ -17,6 +17,8 @@ Crc32Fn function_of(Crc32Impl impl) noexcept {
   switch (impl) {
     case Crc32Impl::kVpclmul:
       return crc32_internal::crc32_vpclmul;
+    case Crc32Impl::kVpclmul256:
+      return crc32_internal::crc32_vpclmul256;
     case Crc32Impl::kPclmul:
       return crc32_internal::crc32_pclmul;
     case Crc32Impl::kPortable:
@@ -32,6 +34,8 @@ Crc32MaskedFn masked_function_of(Crc32Impl impl) noexcept {
   switch (impl) {
     case Crc32Impl::kVpclmul:
       return crc32_internal::crc32_vpclmul_masked;
+    case Crc32Impl::kVpclmul256:
+      return crc32_internal::crc32_vpclmul256_masked;
     case Crc32Impl::kPclmul:
       return crc32_internal::crc32_pclmul_masked;
     case Crc32Impl::kPortable:
@@ -42,13 +46,14 @@ Crc32MaskedFn masked_function_of(Crc32Impl impl) noexcept {
 
 // The widest variant the CPU has: uroce_bench_crc32's ICRC-shaped cases measured VPCLMULQDQ no slower in
 // latency than PCLMULQDQ at any packet length on an Intel Xeon (family 6, model 207), and faster in
-// throughput from 64-byte tails up (bench/README.md). UROCE_CRC32=portable|pclmul|vpclmul in the
+// throughput from 64-byte tails up; the 256-bit form ran 4 KiB twice as fast as PCLMULQDQ on an AMD EPYC
+// (family 25, model 1), which has no AVX-512 (bench/README.md). UROCE_CRC32=portable|pclmul|vpclmul|vpclmul256 in the
 // environment picks one instead, for A/B runs of whole benchmarks; a name the CPU cannot run is ignored
 // (crc32_active_impl() tells what ran).
 std::optional<Crc32Impl> forced_impl() noexcept {
   // Read once per dispatch table, on its first CRC; nothing in uroce writes the environment.
   if (const char* forced = std::getenv("UROCE_CRC32"); forced != nullptr) {  // NOLINT(concurrency-mt-unsafe)
-    for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul, Crc32Impl::kPortable}) {
+    for (const Crc32Impl impl : kAllCrc32Impls) {
       if (crc32_impl_name(impl) == forced && crc32_impl_supported(impl)) return impl;
     }
   }
@@ -57,13 +62,15 @@ std::optional<Crc32Impl> forced_impl() noexcept {
 
 Crc32Impl best_impl() noexcept {
   if (const auto forced = forced_impl()) return *forced;
-  for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kPclmul}) {
+  for (const Crc32Impl impl : {Crc32Impl::kVpclmul, Crc32Impl::kVpclmul256, Crc32Impl::kPclmul}) {
     if (crc32_impl_supported(impl)) return impl;
   }
   return Crc32Impl::kPortable;
 }
 
 // For calls shorter than kCrc32WideMinBytes (crc32.h): the 128-bit folds where the 512-bit ones are the best.
+// The 256-bit ones stay: on an AMD EPYC (family 25, model 1) they were as fast as the 128-bit ones or faster at
+// every ICRC-shaped length from 64 bytes up, in latency and throughput (bench/README.md, "crc32").
 Crc32Impl best_short_impl() noexcept {
   if (const auto forced = forced_impl()) return *forced;
   const Crc32Impl wide = best_impl();
@@ -113,6 +120,10 @@ bool crc32_impl_supported(Crc32Impl impl) noexcept {
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("vpclmulqdq") &&
              __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    case Crc32Impl::kVpclmul256:
+      // crc32_vpclmul256.cc's flags; AVX2 is reported only if XCR0 shows the OS saves the YMM state.
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq") &&
+             __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
   }
   return false;
 }
@@ -135,6 +146,8 @@ std::string_view crc32_impl_name(Crc32Impl impl) noexcept {
       return "pclmul";
     case Crc32Impl::kVpclmul:
       return "vpclmul";
+    case Crc32Impl::kVpclmul256:
+      return "vpclmul256";
   }
   return "unknown";
 }

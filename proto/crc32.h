@@ -5,18 +5,22 @@
 //   crc32_ieee(crc32_ieee(0, a, na), b, nb) == crc32_ieee(0, a||b, na + nb)
 // which is what multi-segment mbufs and "masked headers, then payload" need.
 //
-// The implementation is picked once at start-up from the CPU: VPCLMULQDQ (AVX-512)
-// folding, PCLMULQDQ folding, or a portable slicing-by-8 table. Each variant lives in
+// The implementation is picked once at start-up from the CPU: VPCLMULQDQ folding on
+// 512-bit (AVX-512) or 256-bit (AVX2) registers, PCLMULQDQ folding, or a portable
+// slicing-by-8 table. Each variant lives in
 // its own file, compiled with only the ISA flags it needs (STYLE.md §11).
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 namespace uroce::proto {
 
-enum class Crc32Impl : uint8_t { kPortable, kPclmul, kVpclmul };
+enum class Crc32Impl : uint8_t { kPortable, kPclmul, kVpclmul, kVpclmul256 };
+inline constexpr std::array<Crc32Impl, 4> kAllCrc32Impls = {Crc32Impl::kPortable, Crc32Impl::kPclmul,
+                                                            Crc32Impl::kVpclmul, Crc32Impl::kVpclmul256};
 
 // The zlib-compatible CRC-32 of `len` bytes at `data`, continuing from `crc`
 // (0 to start). Uses the fastest implementation this CPU supports.
@@ -45,10 +49,11 @@ uint32_t crc32_ieee_masked_with(Crc32Impl impl, uint32_t crc, const void* data, 
 uint32_t crc32_ieee_copy_with(Crc32Impl impl, uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 
 // Calls shorter than this many bytes run crc32_short_impl(): where the active variant is the 512-bit one, the
-// 128-bit one. A small packet's ICRC is a few folds, and on Intel a core that runs 512-bit carry-less multiplies
-// pays for them in everything else it runs as well: measured on an Intel Xeon (family 6, model 207), the 64 B WRITE
-// stream went from 0.117 to 0.127 of raw and the 64 B half round trip from 3.36 to 2.91 of raw with the 128-bit
-// folds, while from 1 KiB packets up the 512-bit ones are clearly faster (bench/README.md, "crc32").
+// 128-bit one (the 256-bit variant runs every length). A small packet's ICRC is a few folds, and on Intel a core that
+// runs 512-bit carry-less multiplies pays for them in everything else it runs as well: measured on an Intel Xeon
+// (family 6, model 207), the 64 B WRITE stream went from 0.117 to 0.127 of raw and the 64 B half round trip from 3.36
+// to 2.91 of raw with the 128-bit folds, while from 1 KiB packets up the 512-bit ones are clearly faster
+// (bench/README.md, "crc32").
 inline constexpr std::size_t kCrc32WideMinBytes = 512;
 
 [[nodiscard]] bool crc32_impl_supported(Crc32Impl impl) noexcept;

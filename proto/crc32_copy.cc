@@ -27,6 +27,8 @@ CopyFn copy_function_of(Crc32Impl impl) noexcept {
   switch (impl) {
     case Crc32Impl::kVpclmul:
       return crc32_internal::crc32_vpclmul_copy;
+    case Crc32Impl::kVpclmul256:
+      return crc32_internal::crc32_vpclmul256_copy;
     case Crc32Impl::kPclmul:
       return crc32_internal::crc32_pclmul_copy;
     case Crc32Impl::kPortable:

@@ -11,5 +11,6 @@ namespace uroce::proto::crc32_internal {
 uint32_t crc32_portable_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 uint32_t crc32_pclmul_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 uint32_t crc32_vpclmul_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
+uint32_t crc32_vpclmul256_copy(uint32_t crc, void* dst, const void* src, std::size_t len) noexcept;
 
 }  // namespace uroce::proto::crc32_internal

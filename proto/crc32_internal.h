@@ -39,11 +39,12 @@ inline constexpr uint32_t kPolyReflected = 0xEDB88320u;
 // Table-driven update of the internal register (~crc, for zlib's crc). Any length.
 uint32_t portable_update(uint32_t state, const uint8_t* data, std::size_t len) noexcept;
 
-// The three variants, each with crc32_ieee's contract. Each lives in its own file,
+// The variants, each with crc32_ieee's contract. Each lives in its own file,
 // compiled with only the ISA flags it needs; crc32.cc calls one only if the CPU has them.
 uint32_t crc32_portable(uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_pclmul(uint32_t crc, const void* data, std::size_t len) noexcept;
 uint32_t crc32_vpclmul(uint32_t crc, const void* data, std::size_t len) noexcept;
+uint32_t crc32_vpclmul256(uint32_t crc, const void* data, std::size_t len) noexcept;
 // crc32_ieee_masked's contract, one per variant.
 uint32_t crc32_portable_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                                std::size_t mask_len) noexcept;
@@ -51,6 +52,8 @@ uint32_t crc32_pclmul_masked(uint32_t crc, const void* data, std::size_t len, co
                              std::size_t mask_len) noexcept;
 uint32_t crc32_vpclmul_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
                               std::size_t mask_len) noexcept;
+uint32_t crc32_vpclmul256_masked(uint32_t crc, const void* data, std::size_t len, const void* mask,
+                                 std::size_t mask_len) noexcept;
 
 // ---- Folding constants --------------------------------------------------------------
 //
@@ -92,7 +95,7 @@ constexpr uint64_t barrett_mu() noexcept {
   return reflected;
 }
 
-// K_hi/K_lo pairs for folding distances D = 128, 256, 384, 512, 1024, 1536 and 2048 bits.
+// K_hi/K_lo pairs for folding distances D = 128, 256, 384, 512, 768, 1024, 1536 and 2048 bits.
 inline constexpr uint64_t kFold128Hi = 0x1751997d0;   // x^160
 inline constexpr uint64_t kFold128Lo = 0x0ccaa009e;   // x^96
 inline constexpr uint64_t kFold256Hi = 0x0f1da05aa;   // x^288
@@ -101,6 +104,8 @@ inline constexpr uint64_t kFold384Hi = 0x03db1ecdc;   // x^416
 inline constexpr uint64_t kFold384Lo = 0x174359406;   // x^352
 inline constexpr uint64_t kFold512Hi = 0x154442bd4;   // x^544
 inline constexpr uint64_t kFold512Lo = 0x1c6e41596;   // x^480
+inline constexpr uint64_t kFold768Hi = 0x0df068dc2;   // x^800
+inline constexpr uint64_t kFold768Lo = 0x18cb44e58;   // x^736
 inline constexpr uint64_t kFold1024Hi = 0x1e88ef372;  // x^1056
 inline constexpr uint64_t kFold1024Lo = 0x14a7fe880;  // x^992
 inline constexpr uint64_t kFold1536Hi = 0x1821d8bc0;  // x^1568
@@ -117,6 +122,7 @@ static_assert(kFold128Hi == clmul_constant(128 + 32) && kFold128Lo == clmul_cons
 static_assert(kFold256Hi == clmul_constant(256 + 32) && kFold256Lo == clmul_constant(256 - 32));
 static_assert(kFold384Hi == clmul_constant(384 + 32) && kFold384Lo == clmul_constant(384 - 32));
 static_assert(kFold512Hi == clmul_constant(512 + 32) && kFold512Lo == clmul_constant(512 - 32));
+static_assert(kFold768Hi == clmul_constant(768 + 32) && kFold768Lo == clmul_constant(768 - 32));
 static_assert(kFold1024Hi == clmul_constant(1024 + 32) && kFold1024Lo == clmul_constant(1024 - 32));
 static_assert(kFold1536Hi == clmul_constant(1536 + 32) && kFold1536Lo == clmul_constant(1536 - 32));
 static_assert(kFold2048Hi == clmul_constant(2048 + 32) && kFold2048Lo == clmul_constant(2048 - 32));
@@ -128,11 +134,10 @@ static_assert(kPoly33 == ((uint64_t{kPolyReflected} << 1) | 1u));
 
 // ---- 128-bit folding helpers ---------------------------------------------------------
 //
-// Shared by crc32_pclmul.cc and crc32_vpclmul.cc, and visible only where the compiler may
-// emit PCLMULQDQ and SSE4.1. They have internal linkage on purpose: each of the two files
-// gets its own copy compiled with its own flags (the AVX-512 file's copy may use EVEX
-// encodings), and the linker can never merge them and hand the AVX-512 copy to the SSE
-// path, as it could with ordinary inline functions.
+// Shared by the PCLMULQDQ and VPCLMULQDQ files, and visible only where the compiler may emit PCLMULQDQ and
+// SSE4.1. They have internal linkage on purpose: each file gets its own copy compiled with its own flags (the
+// AVX files' copies use VEX or EVEX encodings), and the linker can never merge them and hand an AVX copy to
+// the SSE path, as it could with ordinary inline functions.
 #if defined(__PCLMUL__) && defined(__SSE4_1__)
 #include <immintrin.h>
 

@@ -21,7 +21,6 @@
 namespace uroce::proto {
 namespace {
 
-constexpr std::array<Crc32Impl, 3> kAllImpls = {Crc32Impl::kPortable, Crc32Impl::kPclmul, Crc32Impl::kVpclmul};
 constexpr std::array<std::size_t, 5> kOffsets = {0, 1, 3, 7, 13};
 constexpr std::size_t kMaxLength = std::size_t{64} * 1024;
 
@@ -164,7 +163,7 @@ TEST_P(Crc32ImplTest, ReadsNothingOutsideTheBuffer) {
   ASSERT_EQ(munmap(map, 3 * page), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(AllImpls, Crc32ImplTest, testing::ValuesIn(kAllImpls),
+INSTANTIATE_TEST_SUITE_P(AllImpls, Crc32ImplTest, testing::ValuesIn(kAllCrc32Impls),
                          [](const testing::TestParamInfo<Crc32Impl>& info) {
                            return std::string(crc32_impl_name(info.param));
                          });
@@ -175,6 +174,7 @@ TEST(Crc32Dispatch, ActiveImplIsTheBestSupported) {
   EXPECT_TRUE(crc32_impl_supported(Crc32Impl::kPortable));
   Crc32Impl best = Crc32Impl::kPortable;
   if (crc32_impl_supported(Crc32Impl::kPclmul)) best = Crc32Impl::kPclmul;
+  if (crc32_impl_supported(Crc32Impl::kVpclmul256)) best = Crc32Impl::kVpclmul256;
   if (crc32_impl_supported(Crc32Impl::kVpclmul)) best = Crc32Impl::kVpclmul;
   EXPECT_EQ(active, best) << "active " << crc32_impl_name(active) << ", best " << crc32_impl_name(best);
   if (!crc32_impl_supported(Crc32Impl::kVpclmul)) {
@@ -215,6 +215,7 @@ TEST(Crc32Names, AreDistinct) {
   EXPECT_EQ(crc32_impl_name(Crc32Impl::kPortable), "portable");
   EXPECT_EQ(crc32_impl_name(Crc32Impl::kPclmul), "pclmul");
   EXPECT_EQ(crc32_impl_name(Crc32Impl::kVpclmul), "vpclmul");
+  EXPECT_EQ(crc32_impl_name(Crc32Impl::kVpclmul256), "vpclmul256");
 }
 
 }  // namespace
