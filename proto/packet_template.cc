@@ -150,10 +150,32 @@ void PacketTemplate::seal_split(const uint8_t* out, const Stamped& stamped, cons
   const std::size_t pad = pad_for(payload_length);
   std::memset(tail, 0, pad);
   // The ICRC covers the headers (masked), the extension headers, the payload where it lies, and the pad.
-  uint32_t crc = icrc_headers(out + l3_offset_, ip_version_);
-  crc = crc32_ieee(crc, stamped.ext, static_cast<std::size_t>(stamped.payload - stamped.ext));
-  crc = crc32_ieee(crc, payload, payload_length);
+  const uint32_t crc = crc32_ieee(icrc_before_payload(out, stamped), payload, payload_length);
   icrc_store(tail + pad, crc32_ieee(crc, tail, pad));
+}
+
+uint32_t PacketTemplate::icrc_before_payload(const uint8_t* out, const Stamped& stamped) const noexcept {
+  const uint8_t* const l3 = out + l3_offset_;
+  return icrc_compute(l3, static_cast<std::size_t>(stamped.payload - l3), ip_version_);
+}
+
+void PacketTemplate::copy_and_seal(uint8_t* out, const Stamped& stamped, const uint8_t* payload,
+                                   std::size_t payload_length) const noexcept {
+  if (payload_length >= kSealWhileCopyingMinPayload) {
+    seal_after_payload(stamped, payload_length,
+                       crc32_ieee_copy(icrc_before_payload(out, stamped), stamped.payload, payload, payload_length));
+    return;
+  }
+  if (payload_length != 0) std::memcpy(stamped.payload, payload, payload_length);
+  seal(out, stamped, payload_length);
+}
+
+void PacketTemplate::seal_after_payload(const Stamped& stamped, std::size_t payload_length,
+                                        uint32_t crc) const noexcept {
+  uint8_t* const pad = stamped.payload + payload_length;
+  const std::size_t pad_length = pad_for(payload_length);
+  std::memset(pad, 0, pad_length);
+  icrc_store(pad + pad_length, crc32_ieee(crc, pad, pad_length));
 }
 
 }  // namespace uroce::proto

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "proto/aeth.h"
+#include "proto/crc32.h"
 #include "proto/packet_parser.h"
 #include "proto/packet_template.h"
 #include "proto/rc_types.h"
@@ -217,9 +218,12 @@ class RcQp {
   // Copies `length` bytes between `buffer` and a scatter/gather list, starting `offset` bytes into the list
   // (`into_sges`: from the buffer into the list's memory). SGEs whose bit is set in `paged` go through
   // RcEnv::copy_paged; a paged SGE that no longer passes its checks is skipped (and a gather zero-fills it).
+  // A gather given `crc` continues that CRC over the bytes it writes to the buffer, in the same pass
+  // (crc32_ieee_copy) where the memory is not paged (PacketTemplate::icrc_before_payload).
   template <bool kIntoSges>
   void copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
-                 std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length) noexcept;
+                 std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length,
+                 uint32_t* crc = nullptr) noexcept;
   // One paged SGE's part of that, out of line (the common case never comes here).
   template <bool kIntoSges>
   void copy_paged_sge(const Sge& s, uint32_t offset, std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
@@ -403,8 +407,8 @@ inline void RcQp::complete_wqe(uint32_t index, CompletionStatus status) noexcept
 
 template <bool kIntoSges>
 inline void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint32_t offset,
-                            std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer,
-                            std::size_t length) noexcept {
+                            std::conditional_t<kIntoSges, const uint8_t*, uint8_t*> buffer, std::size_t length,
+                            [[maybe_unused]] uint32_t* crc) noexcept {
   for (unsigned i = 0; i < count && length > 0; ++i) {
     const Sge& s = sge[i];
     if (offset >= s.length) {
@@ -415,8 +419,13 @@ inline void RcQp::copy_sges(const Sge* sge, unsigned count, uint8_t paged, uint3
     auto* memory = reinterpret_cast<uint8_t*>(s.addr) + offset;
     if (paged & (1u << i)) [[unlikely]] {
       copy_paged_sge<kIntoSges>(s, offset, buffer, static_cast<uint32_t>(n));
+      if constexpr (!kIntoSges) {
+        if (crc != nullptr) *crc = crc32_ieee(*crc, buffer, n);
+      }
     } else if constexpr (kIntoSges) {
       std::memcpy(memory, buffer, n);
+    } else if (crc != nullptr) {
+      *crc = crc32_ieee_copy(*crc, buffer, memory, n);
     } else {
       std::memcpy(buffer, memory, n);
     }

@@ -300,6 +300,10 @@ std::size_t RcQp::send_packet(const SendWqe& w, WqeProgress& pr) noexcept {
     MutView<Ieth>{st.ext + info.offset_of(ExtHeader::kIeth)}.set(Ieth::rkey, w.invalidate_rkey);
   if (split.headers != nullptr) {
     headers_.seal_split(out, st, zero_copy_payload, length, split.tail);
+  } else if (length >= kSealWhileCopyingMinPayload) {
+    uint32_t crc = headers_.icrc_before_payload(out, st);
+    copy_sges<false>(w.sge.data(), w.num_sge, pr.paged_sges, send_offset_, st.payload, length, &crc);
+    headers_.seal_after_payload(st, length, crc);
   } else {
     copy_sges<false>(w.sge.data(), w.num_sge, pr.paged_sges, send_offset_, st.payload, length);
     headers_.seal(out, st, length);

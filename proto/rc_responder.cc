@@ -551,16 +551,16 @@ std::size_t RcQp::send_read_response(PendingResponse& pr) noexcept {
   // invalidated or deregistered since the request, and the peer chooses when it asks again (a duplicate READ is
   // answered from the saved request). What it no longer grants goes out as zeros, never as what the memory holds
   // now. Paged memory resolves to null and copies through copy_paged, which makes the same checks.
-  if (length != 0) {
-    const uint8_t* const data = env_->resolve_remote(r.rkey, r.va + pr.offset, length, kAccessRemoteRead);
-    if (data != nullptr) [[likely]] {
-      std::memcpy(st.payload, data, length);
-    } else if (!env_->copy_paged(r.rkey.value(), r.va + pr.offset, st.payload, length, kAccessRemoteRead, false,
-                                 false)) {
+  const uint8_t* const data =
+      length != 0 ? env_->resolve_remote(r.rkey, r.va + pr.offset, length, kAccessRemoteRead) : nullptr;
+  if (data != nullptr || length == 0) [[likely]] {
+    headers_.copy_and_seal(out, st, data, length);
+  } else {
+    if (!env_->copy_paged(r.rkey.value(), r.va + pr.offset, st.payload, length, kAccessRemoteRead, false, false)) {
       std::memset(st.payload, 0, length);
     }
+    headers_.seal(out, st, length);
   }
-  headers_.seal(out, st, length);
   env_->tx_commit(st.frame_length);
   pr.offset += length;
   pr.next_psn += 1;

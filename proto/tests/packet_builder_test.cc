@@ -34,8 +34,9 @@ std::vector<std::size_t> legal_payloads(const OpcodeInfo& info) {
   if (!info.is(kPayload)) return {0};
   if (info.fixed_payload() >= 0) return {static_cast<std::size_t>(info.fixed_payload())};
   if (info.is(kFirst) || info.is(kMiddle)) return {256, 1024, 4096};
-  if (info.is(kLast)) return {1, 2, 3, 4, 1023, 4096};
-  return {0, 1, 5, 1024, 4095, 4096};
+  // Both sides of kSealWhileCopyingMinPayload (512), where copy_and_seal() starts copying while it CRCs.
+  if (info.is(kLast)) return {1, 2, 3, 4, 511, 513, 1023, 4096};
+  return {0, 1, 5, 511, 512, 1024, 4095, 4096};
 }
 
 TEST(PacketBuilder, EveryOpcodeRoundTripsThroughTheParser) {
@@ -90,7 +91,8 @@ TEST(PacketBuilder, EveryOpcodeRoundTripsThroughTheParser) {
 // A QP's template, stamped and sealed with the extension headers and payload filled in between,
 // gives the very bytes build_packet() writes from the whole spec: IPv4 (stamped in registers)
 // and IPv6, with and without VLAN, every RC opcode, flag and pad combination, and PSNs that
-// exercise all three PSN bytes.
+// exercise all three PSN bytes. copy_and_seal() (the payload copied in while its CRC is taken, from
+// kSealWhileCopyingMinPayload bytes) gives them too.
 TEST(PacketTemplate, StampAndSealEqualTheBuilder) {
   std::vector<uint8_t> payload(4096);
   std::iota(payload.begin(), payload.end(), uint8_t{3});
@@ -129,6 +131,12 @@ TEST(PacketTemplate, StampAndSealEqualTheBuilder) {
               std::memcpy(st.ext, want.data() + ext_at, info.ext_length + len);
               t.seal(got.data(), st, len);
               ASSERT_EQ(got, want);
+
+              std::vector<uint8_t> copied(want.size(), 0xEE);
+              const PacketTemplate::Stamped st2 = t.stamp(copied.data(), opcode, len, psn, flags);
+              std::memcpy(st2.ext, want.data() + ext_at, info.ext_length);
+              t.copy_and_seal(copied.data(), st2, payload.data(), len);
+              ASSERT_EQ(copied, want);
               ++compared;
             }
           }

@@ -108,6 +108,37 @@ TEST_P(RcSizes, ReadFetchesEveryByte) {
 
 INSTANTIATE_TEST_SUITE_P(AroundThePmtu, RcSizes, ::testing::ValuesIn(size_cases()), size_name);
 
+// A WRITE gathered from several SGEs, so that packets take their payload from one, two or three of them: large
+// packets are copied while their ICRC is taken (PacketTemplate::icrc_before_payload), and the receiver checks
+// every ICRC, so a CRC that missed a piece would lose the packet and, in the end, the WRITE.
+TEST(RcTransport, AWriteGatheredFromSeveralSgesArrivesWhole) {
+  for (const uint32_t mtu : {1024u, 4096u}) {
+    SCOPED_TRACE(mtu);
+    SimNetwork net(attrs(mtu));
+    Region& src = net.a().add_region(8192, kAll);
+    fill_pattern(src, 4);
+    constexpr std::array<std::pair<uint32_t, uint32_t>, 4> kPieces = {{{0, 700}, {1000, 1}, {2000, 3000}, {6000, 600}}};
+    Region& dst = net.b().add_region(4301 + 128, kAll, 0xEE);
+    SendWqe w = wqe(WorkOp::kRdmaWrite, src, 0, 21);
+    w.num_sge = kPieces.size();
+    for (std::size_t i = 0; i < kPieces.size(); ++i) {
+      w.sge[i] = {src.addr(kPieces[i].first), kPieces[i].second, LocalToken{src.key}};
+      w.length += kPieces[i].second;
+    }
+    w.remote_addr = dst.addr(64);
+    w.rkey = RemoteToken{dst.key};
+    ASSERT_TRUE(net.a().post_send(w));
+    ASSERT_TRUE(net.run([&] { return net.a().send_completions.size() == 1; }));
+    EXPECT_EQ(net.a().send_completions[0].status, CompletionStatus::kSuccess);
+    std::size_t at = 64;
+    for (const auto& [offset, length] : kPieces) {
+      EXPECT_TRUE(equal_bytes(src, offset, dst, at, length)) << "the piece at " << offset;
+      at += length;
+    }
+    EXPECT_EQ(dst.bytes[at], 0xEE);
+  }
+}
+
 TEST(RcTransport, ImmediateAndSolicitedReachTheReceiver) {
   SimNetwork net(attrs(1024));
   Region& src = net.a().add_region(3000, kAll);
