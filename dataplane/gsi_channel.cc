@@ -61,8 +61,18 @@ Result<std::unique_ptr<GsiChannel>> GsiChannel::start(Dataplane& dataplane) {
 
 GsiChannel::~GsiChannel() {
   Engine& engine = dataplane_.engine(kGsiEngine);
-  // Fails harmlessly once the engines have stopped: then nothing can call us any more either.
-  if (polling_) (void)engine.remove_poller(this);
+  // Both fail harmlessly once the engines have stopped: then nothing can call us any more either.
+  if (polling_) {
+    // What the CM sent last still leaves: the DREP that answers a peer's DREQ as the adapter closes, for one, which
+    // the peer would otherwise retry until its disconnect timed out. The engine runs commands before pollers, so
+    // the poller may never run again before its removal; this drains the ring on the engine first. Nothing adds to
+    // it any more (the CM's thread, its one producer, has ended).
+    (void)engine.call([this](EngineContext& ctx) {
+      while (poll(this, ctx)) {
+      }
+    });
+    (void)engine.remove_poller(this);
+  }
   if (registered_) (void)engine.unregister_qp(proto::kGsiQpn);
   rte_ring_free(up_);
   rte_ring_free(down_);

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <thread>
 
 #include "dataplane/tests/loopback_fixture.h"
@@ -74,6 +76,36 @@ TEST_F(GsiChannelTest, MadsCrossTheLinkWithTheirAddresses) {
   EXPECT_EQ(got[1].mad, mad_with(0x5B));
   EXPECT_EQ(gsi->counters().tx_mads.read(), 2u);
   EXPECT_EQ(gsi->counters().rx_mads.read(), 2u);
+}
+
+// The CM's last datagrams (the DREP answering a peer's DREQ as the adapter closes) leave even when the channel
+// closes before its poller runs again: the engine is held on a command while they are queued and the channel
+// closes, so the removal of the poller is queued right behind it.
+TEST_F(GsiChannelTest, DatagramsSentJustBeforeTheChannelClosesStillLeave) {
+  constexpr uint64_t kDatagrams = 40;
+  Engine& engine = dp->engine(0);  // the GSI engine (engine_of(QPN 1))
+  const uint64_t sent_before = engine.port_counters(kPortA).tx_packets.read();
+  std::atomic<bool> release{false};
+  EngineCommand hold;
+  hold.run = [](void* arg, EngineContext&) {
+    while (!static_cast<std::atomic<bool>*>(arg)->load(std::memory_order_acquire)) std::this_thread::yield();
+  };
+  hold.arg = &release;
+  ASSERT_TRUE(engine.post(hold).ok());
+  GsiDatagram out;
+  out.port = kPortA;
+  out.local_gid = gid_of_port(*dp, kPortA);
+  out.remote_gid = gid_of_port(*dp, kPortB);
+  out.remote_mac = dp->port(kPortB).mac;
+  out.mad = mad_with(0x77);
+  for (uint64_t i = 0; i < kDatagrams; ++i) ASSERT_TRUE(gsi->send(out));
+  std::thread closer([&] { gsi.reset(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the closer's commands queue behind `hold`
+  release.store(true, std::memory_order_release);
+  closer.join();
+  EXPECT_TRUE(eventually([&] { return engine.port_counters(kPortA).tx_packets.read() - sent_before >= kDatagrams; }))
+      << engine.port_counters(kPortA).tx_packets.read() - sent_before << " of " << kDatagrams << " left";
+  while (!Engine::done(hold)) std::this_thread::yield();
 }
 
 TEST_F(GsiChannelTest, ADatagramFromAnAddressThePortDoesNotOwnIsNotSent) {
