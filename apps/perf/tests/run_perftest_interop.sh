@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # uroce-perf against real perftest (Debian 12's perftest 6.06 on Linux rdma_rxe, in a QEMU guest of the rxe-peer
 # harness): ib_send_bw, ib_write_bw, ib_read_bw and ib_write_lat (and ib_read_lat, ib_send_lat), each with uroce
-# as the server and as the client, at RoCE path MTU 1024 and 4096. Every packet of every run is captured on the
+# as the server and as the client, at RoCE path MTU 1024 (all of them, and three through rdma_cm) and 4096 (the
+# bandwidth tests). Every packet of every run is captured on the
 # guest's tap and checked: check_capture.py recomputes every field a receiver checks (ICRC included) and the
 # message sizes and counts, and tshark must dissect every RoCE frame as InfiniBand without errors.
 #
@@ -16,9 +17,12 @@
 # Environment (besides harness.sh's RXE_PEER_TOOLS, INTEROP_OUT, INTEROP_KEEP_HARNESS):
 #   INTEROP_PMTUS        path MTUs (default "1024 4096"; empty: none; harness_for sets the guest's NIC MTU for each)
 #   INTEROP_TESTS        which perftest tests (default "send_bw write_bw read_bw write_lat read_lat send_lat"; empty: none)
-#   INTEROP_RDMA_CM_TESTS  which of them also run with -R, connected through rdma_cm (default "write_bw read_bw
-#                        send_lat"); the capture check then counts the test connection's traffic (the CM's second
-#                        connection; the first carries perftest's exchange)
+#                        at the first path MTU
+#   INTEROP_WIDE_TESTS   which of them at the other path MTUs (default "send_bw write_bw read_bw": the latency tests
+#                        send the same opcodes one message at a time, and the CM does not depend on the MTU)
+#   INTEROP_RDMA_CM_TESTS  which of them also run with -R, connected through rdma_cm, at the first path MTU (default
+#                        "write_bw read_bw send_lat"); the capture check then counts the test connection's traffic
+#                        (the CM's second connection; the first carries perftest's exchange)
 #   INTEROP_SIZE         message size (default 5001: several packets at PMTU 1024 and 4096, and a padded LAST)
 #   INTEROP_BW_ITERS     iterations of the bandwidth tests (default 200)
 #   INTEROP_LAT_ITERS    iterations of the latency tests (default 100)
@@ -43,6 +47,7 @@ harness_require
 
 PMTUS=${INTEROP_PMTUS-1024 4096}
 TESTS=${INTEROP_TESTS-send_bw write_bw read_bw write_lat read_lat send_lat}
+WIDE_TESTS=${INTEROP_WIDE_TESTS-send_bw write_bw read_bw}
 RDMA_CM_TESTS=${INTEROP_RDMA_CM_TESTS-write_bw read_bw send_lat}
 SIZE=${INTEROP_SIZE:-5001}
 BW_ITERS=${INTEROP_BW_ITERS:-200}
@@ -240,14 +245,18 @@ run_case() {
 }
 
 start=$SECONDS
+first_pmtu=1
 for pmtu in $PMTUS; do
   harness_for_cases "$pmtu" || continue
-  for test in $TESTS; do
+  tests=$WIDE_TESTS cm_tests=""
+  [ "$first_pmtu" = 1 ] && tests=$TESTS cm_tests=$RDMA_CM_TESTS
+  first_pmtu=0
+  for test in $tests; do
     for role in server client; do
       harness_case run_case "$test" "$role" "$pmtu"
     done
   done
-  for test in $RDMA_CM_TESTS; do
+  for test in $cm_tests; do
     for role in server client; do
       harness_case run_case "$test" "$role" "$pmtu" -R
     done
