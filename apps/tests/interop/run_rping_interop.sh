@@ -102,8 +102,10 @@ run_case() {
       local job
       job=$("$TOOLS/exec.sh" g1 --bg "rping -s -a $GUEST -p $PORT -S $size -V -v")
       sleep 1
+      # The guest's rping may not listen yet after that second on a busy host (CI once saw the REJ of a port with
+      # no listener, and the guest's server then waited for ever): a refusal is retried, as in the cases below.
       ip netns exec "$NS" timeout "$limit" "$RPING" "${uroce_args[@]}" -c -a "$GUEST" -p "$PORT" -S "$size" \
-        -C "$PINGS" -V -v >"$ulog" 2>&1 || urc=$?
+        -C "$PINGS" -V -v --connect-retries 50 >"$ulog" 2>&1 || urc=$?
       "$TOOLS/exec.sh" g1 --wait "$job" --timeout 60 >"$glog" 2>&1 || grc=$?
       [ "$(grep -c '^ping data: rdma-ping-' "$ulog")" = "$PINGS" ] || { [ "$urc" = 0 ] && urc=97; notes+=" uroce:pings"; }
       [ "$(grep -c '^server ping data: rdma-ping-' "$glog")" = "$PINGS" ] || { [ "$grc" = 0 ] && grc=97; notes+=" guest:pings"; }
