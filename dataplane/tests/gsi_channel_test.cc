@@ -26,6 +26,17 @@ std::array<uint8_t, proto::kMadSize> mad_with(uint8_t marker) {
 
 proto::Gid gid_of_port(const Dataplane& dp, PortIndex p) { return proto::gid_from_ipv4(dp.port(p).ipv4.front()); }
 
+// A MAD from port a to port b, with `marker` in its last byte.
+GsiDatagram a_to_b(const Dataplane& dp, uint8_t marker) {
+  GsiDatagram out;
+  out.port = kPortA;
+  out.local_gid = gid_of_port(dp, kPortA);
+  out.remote_gid = gid_of_port(dp, kPortB);
+  out.remote_mac = dp.port(kPortB).mac;
+  out.mad = mad_with(marker);
+  return out;
+}
+
 std::vector<GsiDatagram> receive_until(GsiChannel& gsi, std::size_t count) {
   std::vector<GsiDatagram> got;
   std::array<GsiDatagram, 8> batch;
@@ -56,12 +67,7 @@ class GsiChannelTest : public ::testing::Test {
 };
 
 TEST_F(GsiChannelTest, MadsCrossTheLinkWithTheirAddresses) {
-  GsiDatagram out;
-  out.port = kPortA;
-  out.local_gid = gid_of_port(*dp, kPortA);
-  out.remote_gid = gid_of_port(*dp, kPortB);
-  out.remote_mac = dp->port(kPortB).mac;
-  out.mad = mad_with(0x5A);
+  GsiDatagram out = a_to_b(*dp, 0x5A);
   ASSERT_TRUE(gsi->send(out));
   out.mad = mad_with(0x5B);
   ASSERT_TRUE(gsi->send(out));
@@ -92,12 +98,7 @@ TEST_F(GsiChannelTest, DatagramsSentJustBeforeTheChannelClosesStillLeave) {
   };
   hold.arg = &release;
   ASSERT_TRUE(engine.post(hold).ok());
-  GsiDatagram out;
-  out.port = kPortA;
-  out.local_gid = gid_of_port(*dp, kPortA);
-  out.remote_gid = gid_of_port(*dp, kPortB);
-  out.remote_mac = dp->port(kPortB).mac;
-  out.mad = mad_with(0x77);
+  const GsiDatagram out = a_to_b(*dp, 0x77);
   for (uint64_t i = 0; i < kDatagrams; ++i) ASSERT_TRUE(gsi->send(out));
   std::thread closer([&] { gsi.reset(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the closer's commands queue behind `hold`
